@@ -1,0 +1,432 @@
+// The libtorch side of remat: the few C++ APIs that tch does not expose.
+// See bridge.h for the ownership and error conventions, and
+// docs/architecture.md for why each API is used.
+
+#include "bridge.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/saved_variable_hooks.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using torch::autograd::Edge;
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+using torch::autograd::SavedVariableHooks;
+using torch::autograd::variable_list;
+
+remat_callbacks g_cb;
+
+char* dup_string(const char* s) {
+  size_t n = std::strlen(s);
+  char* out = static_cast<char*>(std::malloc(n + 1));
+  if (out != nullptr) {
+    std::memcpy(out, s, n + 1);
+  }
+  return out;
+}
+
+// Runs `f`, turning any C++ exception into an error string.
+template <class F>
+remat_err guard(F&& f) {
+  try {
+    f();
+    return nullptr;
+  } catch (const c10::Error& e) {
+    return dup_string(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return dup_string(e.what());
+  } catch (...) {
+    return dup_string("unknown C++ exception in the remat bridge");
+  }
+}
+
+// Takes ownership of a tensor that Rust handed over.
+at::Tensor take(at::Tensor* t) {
+  at::Tensor out = std::move(*t);
+  delete t;
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Custom autograd node whose backward is a Rust closure.
+
+struct RustNode final : public Node {
+  RustNode(void* ctx, std::string name, torch::autograd::edge_list&& edges)
+      : Node(std::move(edges)), ctx_(ctx), name_(std::move(name)) {}
+
+  ~RustNode() override {
+    saved_.clear();
+    g_cb.node_drop(ctx_);
+  }
+
+  std::string name() const override { return name_; }
+
+  variable_list apply(variable_list&& grads) override {
+    // tch tensors are Send but not Sync: one backward of this node at a time.
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<at::Tensor*> grad_ptrs(grads.size());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) {
+        grads[i] = input_metadata(i).zeros_like();
+      }
+      grad_ptrs[i] = &grads[i];
+    }
+    size_t n_out = num_outputs();
+    std::vector<at::Tensor*> outs(n_out, nullptr);
+    std::string err;
+    int rc = g_cb.node_apply(ctx_, this, grad_ptrs.data(), grad_ptrs.size(),
+                             outs.data(), n_out, &err);
+    variable_list result(n_out);
+    for (size_t i = 0; i < n_out; ++i) {
+      if (outs[i] != nullptr) {
+        result[i] = take(outs[i]);
+      }
+    }
+    if (rc != 0) {
+      throw std::runtime_error(err);
+    }
+    return result;
+  }
+
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& s : saved_) {
+      s.reset_data();
+    }
+    g_cb.node_release(ctx_);
+  }
+
+  at::Tensor unpack_saved(size_t i) {
+    TORCH_CHECK(i < saved_.size(), "saved tensor index ", i,
+                " out of range: the function saved ", saved_.size());
+    return saved_[i].unpack(getptr());
+  }
+
+  void* ctx_;
+  std::string name_;
+  std::mutex mutex_;
+  std::vector<SavedVariable> saved_;
+};
+
+// ---------------------------------------------------------------------------
+// Default saved-tensor hooks served from a per-thread stack of Rust pairs.
+
+struct HookPair {
+  explicit HookPair(void* rust) : rust(rust) {}
+  ~HookPair() {
+    if (rust != nullptr) {
+      g_cb.hooks_drop(rust);
+    }
+  }
+  HookPair(const HookPair&) = delete;
+  HookPair& operator=(const HookPair&) = delete;
+  void* rust;
+};
+
+thread_local std::vector<std::shared_ptr<HookPair>> t_hook_stack;
+
+struct RustSavedHooks final : public SavedVariableHooks {
+  explicit RustSavedHooks(std::shared_ptr<HookPair> pair)
+      : pair_(std::move(pair)) {}
+
+  void call_pack_hook(const at::Tensor& tensor) override {
+    // A detached alias: keeping the tensor itself (an op's saved output)
+    // would make a cycle through its grad_fn and leak the graph.
+    auto* alias = new at::Tensor(tensor.detach());
+    std::string err;
+    void* payload = g_cb.hooks_pack(pair_->rust, alias, &err);
+    if (payload == nullptr) {
+      throw std::runtime_error(err);
+    }
+    payload_ = payload;
+  }
+
+  at::Tensor call_unpack_hook() override {
+    std::string err;
+    at::Tensor* out = g_cb.hooks_unpack(pair_->rust, payload_, &err);
+    if (out == nullptr) {
+      throw std::runtime_error(err);
+    }
+    return take(out);
+  }
+
+  ~RustSavedHooks() override {
+    if (payload_ != nullptr) {
+      g_cb.payload_drop(pair_->rust, payload_);
+    }
+  }
+
+ private:
+  std::shared_ptr<HookPair> pair_;
+  void* payload_ = nullptr;
+};
+
+// libtorch asks the default engine for the default hooks of every
+// SavedVariable; without Python that is always "none". This engine answers
+// from the thread's stack instead and otherwise behaves as the stock one.
+struct RematEngine final : public torch::autograd::Engine {
+  RematEngine() = default;
+  ~RematEngine() override { stop(); }
+
+  std::unique_ptr<SavedVariableHooks> get_default_saved_variable_hooks()
+      override {
+    if (t_hook_stack.empty()) {
+      return Engine::get_default_saved_variable_hooks();
+    }
+    const auto& top = t_hook_stack.back();
+    if (top->rust == nullptr) {
+      return nullptr;
+    }
+    return std::make_unique<RustSavedHooks>(top);
+  }
+};
+
+torch::autograd::Engine& remat_engine() {
+  static RematEngine engine;
+  return engine;
+}
+
+// Distinguishes placeholder storages from any other null-data storage.
+char g_placeholder_tag;
+void placeholder_delete(void* /*ctx*/) {}
+
+c10::Device device_from_int(int device) {
+  if (device == -1) {
+    return c10::Device(c10::kCPU);
+  }
+  TORCH_CHECK(device >= 0, "unsupported device code ", device,
+              " (placeholders support CPU and CUDA)");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
+}
+
+c10::StorageImpl* storage_of(const at::Tensor* t) {
+  if (t == nullptr || !t->defined() || !t->has_storage()) {
+    return nullptr;
+  }
+  return t->storage().unsafeGetStorageImpl();
+}
+
+}  // namespace
+
+extern "C" {
+
+void remat_bridge_init(const remat_callbacks* callbacks) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    g_cb = *callbacks;
+    torch::autograd::set_default_engine_stub(remat_engine);
+  });
+}
+
+void remat_string_free(char* s) { std::free(s); }
+
+void remat_error_set(void* err, const char* msg, size_t len) {
+  static_cast<std::string*>(err)->assign(msg, len);
+}
+
+remat_err remat_fn_apply(void* ctx, const char* name,
+                         const remat_tensor* const* inputs, size_t n_inputs,
+                         remat_tensor** outputs, size_t n_outputs,
+                         const remat_tensor* const* saved, size_t n_saved,
+                         int* attached) {
+  *attached = 0;
+  return guard([&] {
+    variable_list ins;
+    ins.reserve(n_inputs);
+    for (size_t i = 0; i < n_inputs; ++i) {
+      ins.push_back(inputs[i] != nullptr ? *inputs[i] : at::Tensor());
+    }
+    if (!c10::GradMode::is_enabled() ||
+        !torch::autograd::any_variable_requires_grad(ins)) {
+      return;
+    }
+    std::vector<const c10::TensorImpl*> raw_impls(n_outputs);
+    for (size_t i = 0; i < n_outputs; ++i) {
+      TORCH_CHECK(outputs[i] != nullptr && outputs[i]->defined(),
+                  "output ", i, " of custom function '", name,
+                  "' is not a defined tensor");
+      raw_impls[i] = outputs[i]->unsafeGetTensorImpl();
+    }
+    auto node = c10::make_intrusive<RustNode>(
+        ctx, name, torch::autograd::collect_next_edges(ins));
+    *attached = 1;  // the node owns ctx now, even if what follows throws
+    for (size_t i = 0; i < n_outputs; ++i) {
+      at::Tensor raw = *outputs[i];
+      auto nr = node->add_input_metadata(raw);
+      *outputs[i] = torch::autograd::make_variable(raw, Edge(node, nr));
+    }
+    node->saved_.reserve(n_saved);
+    for (size_t s = 0; s < n_saved; ++s) {
+      const at::Tensor& t = *saved[s];
+      bool saved_output = false;
+      for (size_t i = 0; i < n_outputs; ++i) {
+        if (t.unsafeGetTensorImpl() == raw_impls[i]) {
+          // Saved as an output: no strong reference back to the node.
+          node->saved_.emplace_back(*outputs[i], true);
+          saved_output = true;
+          break;
+        }
+      }
+      if (!saved_output) {
+        node->saved_.emplace_back(t, false);
+      }
+    }
+  });
+}
+
+size_t remat_node_saved_len(void* node) {
+  return static_cast<RustNode*>(node)->saved_.size();
+}
+
+remat_err remat_node_saved(void* node, size_t i, remat_tensor** out) {
+  return guard([&] {
+    auto* n = static_cast<RustNode*>(node);
+    *out = new at::Tensor(n->unpack_saved(i));
+  });
+}
+
+remat_err remat_grad_fn_saved(const remat_tensor* tensor, size_t i,
+                              remat_tensor** out) {
+  return guard([&] {
+    auto fn = tensor->grad_fn();
+    auto* node = dynamic_cast<RustNode*>(fn.get());
+    TORCH_CHECK(node != nullptr,
+                "the tensor's grad_fn is not a remat custom function");
+    *out = new at::Tensor(node->unpack_saved(i));
+  });
+}
+
+remat_err remat_hooks_push(void* hooks) {
+  return guard([&] { t_hook_stack.push_back(std::make_shared<HookPair>(hooks)); });
+}
+
+remat_err remat_hooks_pop(void) {
+  return guard([&] {
+    TORCH_CHECK(!t_hook_stack.empty(),
+                "saved-tensor hooks popped more often than pushed");
+    t_hook_stack.pop_back();
+  });
+}
+
+size_t remat_hooks_depth(void) { return t_hook_stack.size(); }
+
+remat_err remat_placeholder_new(const int64_t* sizes, const int64_t* strides,
+                                size_t ndim, int64_t storage_offset,
+                                int scalar_type, int device, int64_t nbytes,
+                                const char* msg, remat_tensor** out) {
+  return guard([&] {
+    TORCH_CHECK(nbytes >= 0, "placeholder byte size must be >= 0");
+    auto st = static_cast<c10::ScalarType>(scalar_type);
+    c10::Device dev = device_from_int(device);
+    c10::DataPtr data(nullptr, &g_placeholder_tag, &placeholder_delete, dev);
+    auto storage = c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), c10::SymInt(nbytes),
+        std::move(data), nullptr, false);
+    storage->release_data_and_set_meta_custom_data_ptr_error_msg_(
+        std::string(msg));
+    auto key = c10::computeDispatchKey(st, c10::kStrided, dev);
+    auto t = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(std::move(storage)), c10::DispatchKeySet(key),
+        c10::scalarTypeToTypeMeta(st));
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(
+        c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
+        storage_offset);
+    *out = new at::Tensor(std::move(t));
+  });
+}
+
+int remat_is_placeholder(const remat_tensor* t) {
+  c10::StorageImpl* s = storage_of(t);
+  if (s == nullptr) {
+    return 0;
+  }
+  return s->_mutable_data_ptr_no_checks().get_context() == &g_placeholder_tag;
+}
+
+uintptr_t remat_storage_key(const remat_tensor* t) {
+  return reinterpret_cast<uintptr_t>(storage_of(t));
+}
+
+int64_t remat_storage_nbytes(const remat_tensor* t) {
+  c10::StorageImpl* s = storage_of(t);
+  return s == nullptr ? 0 : static_cast<int64_t>(s->nbytes());
+}
+
+int64_t remat_storage_offset(const remat_tensor* t) {
+  return t->defined() ? t->storage_offset() : 0;
+}
+
+void* remat_storage_weak_new(const remat_tensor* t) {
+  if (storage_of(t) == nullptr) {
+    return nullptr;
+  }
+  return new c10::weak_intrusive_ptr<c10::StorageImpl>(
+      t->storage().getWeakStorageImpl());
+}
+
+int remat_storage_weak_alive(const void* weak) {
+  return !static_cast<const c10::weak_intrusive_ptr<c10::StorageImpl>*>(weak)
+              ->expired();
+}
+
+uintptr_t remat_storage_weak_key(const void* weak) {
+  return reinterpret_cast<uintptr_t>(
+      static_cast<const c10::weak_intrusive_ptr<c10::StorageImpl>*>(weak)
+          ->_unsafe_get_target());
+}
+
+void remat_storage_weak_free(void* weak) {
+  delete static_cast<c10::weak_intrusive_ptr<c10::StorageImpl>*>(weak);
+}
+
+remat_err remat_version(const remat_tensor* t, uint32_t* out) {
+  return guard([&] {
+    *out = torch::autograd::impl::version_counter(*t).current_version();
+  });
+}
+
+int remat_grad_mode_enabled(void) { return c10::GradMode::is_enabled(); }
+
+void remat_grad_mode_set(int enabled) { c10::GradMode::set_enabled(enabled != 0); }
+
+int remat_graph_task_id(void) {
+  return torch::autograd::get_current_graph_task_id();
+}
+
+int remat_graph_task_keep_graph(void) {
+  if (torch::autograd::get_current_graph_task_id() < 0) {
+    return 0;
+  }
+  return torch::autograd::get_current_graph_task_keep_graph();
+}
+
+int remat_is_leaf(const remat_tensor* t) { return t->is_leaf(); }
+
+remat_err remat_backward(const remat_tensor* loss, int keep_graph) {
+  return guard([&] {
+    torch::autograd::backward({*loss}, {}, keep_graph != 0, false);
+  });
+}
+
+uintptr_t remat_grad_fn_key(const remat_tensor* t) {
+  return reinterpret_cast<uintptr_t>(t->grad_fn().get());
+}
+
+}  // extern "C"

@@ -1,0 +1,111 @@
+// The C ABI between remat_runtime (Rust) and libtorch (C++).
+//
+// Tensors cross as `at::Tensor*`, the same handle tch uses for `C_tensor`:
+// a pointer returned through an `at::Tensor**` out-parameter is owned by the
+// caller (Rust wraps it with `tch::Tensor::from_ptr`); a `const at::Tensor*`
+// argument is borrowed for the duration of the call.
+//
+// Every function that can fail returns a heap string (free it with
+// `remat_string_free`) or NULL on success. No C++ exception crosses into
+// Rust, and Rust callbacks never unwind into C++: they report failure by
+// returning non-zero after calling `remat_error_set`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#ifdef __cplusplus
+namespace at {
+class Tensor;
+}
+typedef at::Tensor remat_tensor;
+extern "C" {
+#else
+typedef struct remat_tensor remat_tensor;
+#endif
+
+typedef char* remat_err;
+
+// Callbacks into Rust, registered once by `remat_bridge_init`.
+typedef struct remat_callbacks {
+  // Backward of a custom node. `grads[i]` is borrowed (gradient of output i,
+  // zeros when autograd had none). Rust writes one owned tensor or NULL per
+  // input into `out`.
+  int (*node_apply)(void* ctx, void* node, remat_tensor* const* grads,
+                    size_t n_grads, remat_tensor** out, size_t n_out,
+                    void* err);
+  void (*node_release)(void* ctx);
+  void (*node_drop)(void* ctx);
+  // Saved-tensor hooks. `tensor` is owned by Rust (a detached alias of the
+  // saved tensor). Returns a payload, or NULL after `remat_error_set`.
+  void* (*hooks_pack)(void* hooks, remat_tensor* tensor, void* err);
+  // Returns an owned tensor, or NULL after `remat_error_set`.
+  remat_tensor* (*hooks_unpack)(void* hooks, void* payload, void* err);
+  void (*payload_drop)(void* hooks, void* payload);
+  void (*hooks_drop)(void* hooks);
+} remat_callbacks;
+
+void remat_bridge_init(const remat_callbacks* callbacks);
+void remat_string_free(char* s);
+void remat_error_set(void* err, const char* msg, size_t len);
+
+// --- custom autograd nodes ---------------------------------------------------
+
+// Attaches a node with Rust backward `ctx` to `outputs` (in: results computed
+// without grad; out: the same data as variables whose grad_fn is the node),
+// when grad mode is on and some input requires grad. `*attached` says whether
+// a node now owns `ctx`; if not, the caller keeps it and the outputs are left
+// as they were. `saved` are stored as SavedVariables on the node (outputs of
+// the node among them are saved as outputs, which avoids a cycle).
+remat_err remat_fn_apply(void* ctx, const char* name,
+                         const remat_tensor* const* inputs, size_t n_inputs,
+                         remat_tensor** outputs, size_t n_outputs,
+                         const remat_tensor* const* saved, size_t n_saved,
+                         int* attached);
+// Number of saved tensors of a node handed to `node_apply`.
+size_t remat_node_saved_len(void* node);
+// Unpacks saved tensor `i` of a node handed to `node_apply`.
+remat_err remat_node_saved(void* node, size_t i, remat_tensor** out);
+// Unpacks saved tensor `i` of the node that is `tensor`'s grad_fn.
+remat_err remat_grad_fn_saved(const remat_tensor* tensor, size_t i,
+                              remat_tensor** out);
+
+// --- saved-tensor hooks --------------------------------------------------------
+
+// Pushes a hook pair (NULL: a level with no hooks) on this thread's stack.
+// The stack owns `hooks` from here on (dropped through `hooks_drop`).
+remat_err remat_hooks_push(void* hooks);
+remat_err remat_hooks_pop(void);
+size_t remat_hooks_depth(void);
+
+// --- placeholders ------------------------------------------------------------
+
+remat_err remat_placeholder_new(const int64_t* sizes, const int64_t* strides,
+                                size_t ndim, int64_t storage_offset,
+                                int scalar_type, int device, int64_t nbytes,
+                                const char* msg, remat_tensor** out);
+int remat_is_placeholder(const remat_tensor* t);
+
+// --- storage identity, versions, graph task ----------------------------------
+
+uintptr_t remat_storage_key(const remat_tensor* t);
+int64_t remat_storage_nbytes(const remat_tensor* t);
+int64_t remat_storage_offset(const remat_tensor* t);
+void* remat_storage_weak_new(const remat_tensor* t);
+int remat_storage_weak_alive(const void* weak);
+uintptr_t remat_storage_weak_key(const void* weak);
+void remat_storage_weak_free(void* weak);
+remat_err remat_version(const remat_tensor* t, uint32_t* out);
+int remat_grad_mode_enabled(void);
+void remat_grad_mode_set(int enabled);
+int remat_graph_task_id(void);
+int remat_graph_task_keep_graph(void);
+int remat_is_leaf(const remat_tensor* t);
+// Backward from a scalar `loss`, accumulating into leaves' .grad, optionally
+// keeping the graph for another backward.
+remat_err remat_backward(const remat_tensor* loss, int keep_graph);
+uintptr_t remat_grad_fn_key(const remat_tensor* t);
+
+#ifdef __cplusplus
+}
+#endif

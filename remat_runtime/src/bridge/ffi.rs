@@ -1,0 +1,90 @@
+//! Declarations of `csrc/bridge.h`. Nothing outside `bridge` uses them.
+
+use std::os::raw::{c_char, c_int, c_void};
+use torch_sys::C_tensor;
+
+/// An error string owned by the caller, or null.
+pub(super) type RematErr = *mut c_char;
+
+#[repr(C)]
+pub(super) struct Callbacks {
+    pub node_apply: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        node: *mut c_void,
+        grads: *const *mut C_tensor,
+        n_grads: usize,
+        out: *mut *mut C_tensor,
+        n_out: usize,
+        err: *mut c_void,
+    ) -> c_int,
+    pub node_release: unsafe extern "C" fn(ctx: *mut c_void),
+    pub node_drop: unsafe extern "C" fn(ctx: *mut c_void),
+    pub hooks_pack: unsafe extern "C" fn(
+        hooks: *mut c_void,
+        tensor: *mut C_tensor,
+        err: *mut c_void,
+    ) -> *mut c_void,
+    pub hooks_unpack: unsafe extern "C" fn(
+        hooks: *mut c_void,
+        payload: *mut c_void,
+        err: *mut c_void,
+    ) -> *mut C_tensor,
+    pub payload_drop: unsafe extern "C" fn(hooks: *mut c_void, payload: *mut c_void),
+    pub hooks_drop: unsafe extern "C" fn(hooks: *mut c_void),
+}
+
+extern "C" {
+    pub(super) fn remat_bridge_init(callbacks: *const Callbacks);
+    pub(super) fn remat_string_free(s: *mut c_char);
+    pub(super) fn remat_error_set(err: *mut c_void, msg: *const c_char, len: usize);
+
+    pub(super) fn remat_fn_apply(
+        ctx: *mut c_void,
+        name: *const c_char,
+        inputs: *const *const C_tensor,
+        n_inputs: usize,
+        outputs: *mut *mut C_tensor,
+        n_outputs: usize,
+        saved: *const *const C_tensor,
+        n_saved: usize,
+        attached: *mut c_int,
+    ) -> RematErr;
+    pub(super) fn remat_node_saved_len(node: *mut c_void) -> usize;
+    pub(super) fn remat_node_saved(
+        node: *mut c_void,
+        i: usize,
+        out: *mut *mut C_tensor,
+    ) -> RematErr;
+
+    pub(super) fn remat_hooks_push(hooks: *mut c_void) -> RematErr;
+    pub(super) fn remat_hooks_pop() -> RematErr;
+    pub(super) fn remat_hooks_depth() -> usize;
+
+    pub(super) fn remat_placeholder_new(
+        sizes: *const i64,
+        strides: *const i64,
+        ndim: usize,
+        storage_offset: i64,
+        scalar_type: c_int,
+        device: c_int,
+        nbytes: i64,
+        msg: *const c_char,
+        out: *mut *mut C_tensor,
+    ) -> RematErr;
+    pub(super) fn remat_is_placeholder(t: *const C_tensor) -> c_int;
+
+    pub(super) fn remat_storage_key(t: *const C_tensor) -> usize;
+    pub(super) fn remat_storage_nbytes(t: *const C_tensor) -> i64;
+    pub(super) fn remat_storage_offset(t: *const C_tensor) -> i64;
+    pub(super) fn remat_storage_weak_new(t: *const C_tensor) -> *mut c_void;
+    pub(super) fn remat_storage_weak_alive(weak: *const c_void) -> c_int;
+    pub(super) fn remat_storage_weak_key(weak: *const c_void) -> usize;
+    pub(super) fn remat_storage_weak_free(weak: *mut c_void);
+    pub(super) fn remat_version(t: *const C_tensor, out: *mut u32) -> RematErr;
+    pub(super) fn remat_grad_mode_enabled() -> c_int;
+    pub(super) fn remat_grad_mode_set(enabled: c_int);
+    pub(super) fn remat_graph_task_id() -> c_int;
+    pub(super) fn remat_graph_task_keep_graph() -> c_int;
+    pub(super) fn remat_is_leaf(t: *const C_tensor) -> c_int;
+    pub(super) fn remat_backward(loss: *const C_tensor, keep_graph: c_int) -> RematErr;
+}

@@ -1,0 +1,82 @@
+//! The libtorch bridge: the only module with `unsafe` code.
+//!
+//! `csrc/bridge.cpp` implements what tch does not expose (custom autograd
+//! nodes, default saved-tensor hooks, placeholder storages, storage identity);
+//! this module wraps it in safe Rust. Conventions: tensors cross as
+//! `at::Tensor*` (tch's `C_tensor`); C++ exceptions come back as error
+//! strings; Rust callbacks catch every panic before returning to C++.
+
+mod callbacks;
+mod ffi;
+mod hooks;
+mod node;
+mod placeholder;
+mod storage;
+
+pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair};
+pub use node::SavedAccess;
+pub(crate) use node::{attach_node, NodeBackward};
+pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
+pub use storage::{
+    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, set_grad_enabled,
+    storage_key, storage_nbytes, storage_offset, tensor_version, GradModeGuard, StorageKey,
+    WeakStorage,
+};
+
+use crate::error::{Error, Result};
+use std::ffi::CStr;
+use std::mem::ManuallyDrop;
+use tch::Tensor;
+use torch_sys::C_tensor;
+
+/// Registers the Rust callbacks and installs remat's autograd engine, once.
+fn init() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: the table holds `extern "C"` functions that never unwind;
+        // C++ copies it before returning.
+        unsafe { ffi::remat_bridge_init(&callbacks::CALLBACKS) }
+    });
+}
+
+/// Converts a bridge error string (owned, possibly null) into a `Result`.
+fn check(err: ffi::RematErr) -> Result<()> {
+    if err.is_null() {
+        return Ok(());
+    }
+    // SAFETY: a non-null error is a NUL-terminated heap string from the
+    // bridge; we copy it and free it exactly once.
+    let message = unsafe {
+        let text = CStr::from_ptr(err).to_string_lossy().into_owned();
+        ffi::remat_string_free(err);
+        text
+    };
+    Err(Error::torch(message))
+}
+
+/// Wraps a tensor pointer that the bridge handed over (owned).
+///
+/// # Safety
+/// `ptr` must be a non-null `at::Tensor*` allocated with `new` and owned by
+/// nobody else.
+unsafe fn take_tensor(ptr: *mut C_tensor) -> Tensor {
+    // SAFETY: the caller guarantees ownership; tch frees it with `delete`.
+    unsafe { Tensor::from_ptr(ptr) }
+}
+
+/// A new handle to a tensor the bridge lends us for the duration of a call.
+///
+/// # Safety
+/// `ptr` must point to a live `at::Tensor`.
+unsafe fn borrow_tensor(ptr: *const C_tensor) -> Tensor {
+    // SAFETY: ManuallyDrop keeps tch from freeing the borrowed handle; the
+    // shallow clone is a new, owned handle to the same tensor.
+    let borrowed = ManuallyDrop::new(unsafe { Tensor::from_ptr(ptr as *mut C_tensor) });
+    borrowed.shallow_clone()
+}
+
+/// Hands an owned tensor to the bridge, which deletes it.
+fn give_tensor(t: Tensor) -> *mut C_tensor {
+    let mut t = ManuallyDrop::new(t);
+    t.as_mut_ptr()
+}

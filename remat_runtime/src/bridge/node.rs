@@ -1,0 +1,114 @@
+//! Custom autograd nodes whose backward is Rust code.
+
+use super::{check, ffi, init, take_tensor};
+use crate::error::Result;
+use std::ffi::CString;
+use std::marker::PhantomData;
+use std::os::raw::c_void;
+use tch::Tensor;
+use torch_sys::C_tensor;
+
+/// The backward of a node, as the bridge calls it.
+pub(crate) trait NodeBackward: Send + 'static {
+    /// Gradients for each input (`None`: no gradient), given the gradients of
+    /// each output (zeros where autograd had none).
+    fn backward(
+        &mut self,
+        saved: &SavedAccess<'_>,
+        grads: Vec<Tensor>,
+    ) -> Result<Vec<Option<Tensor>>, String>;
+
+    /// The graph will not be backpropagated again (no `retain_graph`).
+    fn release(&mut self) {}
+}
+
+/// What the node owns on the Rust side (a thin pointer for C++).
+pub(super) struct NodeCtx {
+    pub(super) backward: Box<dyn NodeBackward>,
+}
+
+/// Read access to a node's saved tensors during its backward.
+///
+/// ```no_run
+/// # fn f(saved: &remat_runtime::SavedAccess<'_>) -> remat_runtime::Result<()> {
+/// let x = saved.get(0)?;
+/// # Ok(()) }
+/// ```
+pub struct SavedAccess<'a> {
+    node: *mut c_void,
+    _borrow: PhantomData<&'a ()>,
+}
+
+impl SavedAccess<'_> {
+    pub(super) fn new(node: *mut c_void) -> Self {
+        SavedAccess {
+            node,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// How many tensors the node saved.
+    pub fn len(&self) -> usize {
+        // SAFETY: `node` is the live node whose backward is running.
+        unsafe { ffi::remat_node_saved_len(self.node) }
+    }
+
+    /// Whether the node saved nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Unpacks saved tensor `i` (through the saved-tensor hooks that packed it).
+    pub fn get(&self, i: usize) -> Result<Tensor> {
+        let mut out: *mut C_tensor = std::ptr::null_mut();
+        // SAFETY: `node` is live during backward; on success `out` is an
+        // owned tensor.
+        unsafe {
+            check(ffi::remat_node_saved(self.node, i, &mut out))?;
+            Ok(take_tensor(out))
+        }
+    }
+}
+
+/// Attaches a node running `backward` to `outputs`, with next edges to
+/// `inputs`' gradients and `saved` stored as SavedVariables on it.
+///
+/// Returns `false`, leaving `outputs` untouched and dropping `backward`, when
+/// grad mode is off or no input requires grad.
+pub(crate) fn attach_node(
+    backward: Box<dyn NodeBackward>,
+    name: &str,
+    inputs: &[&Tensor],
+    outputs: &mut [Tensor],
+    saved: &[&Tensor],
+) -> Result<bool> {
+    init();
+    let name = CString::new(name.replace('\0', " ")).expect("NULs were replaced");
+    let ctx = Box::into_raw(Box::new(NodeCtx { backward })) as *mut c_void;
+    let input_ptrs: Vec<*const C_tensor> = inputs.iter().map(|t| t.as_ptr()).collect();
+    let mut output_ptrs: Vec<*mut C_tensor> = outputs.iter_mut().map(|t| t.as_mut_ptr()).collect();
+    let saved_ptrs: Vec<*const C_tensor> = saved.iter().map(|t| t.as_ptr()).collect();
+    let mut attached = 0;
+    // SAFETY: all pointers are live tch tensors for the duration of the call;
+    // the bridge replaces `*outputs[i]` in place (the handles stay owned by
+    // `outputs`). If `attached` is set, the node owns `ctx`.
+    let err = unsafe {
+        ffi::remat_fn_apply(
+            ctx,
+            name.as_ptr(),
+            input_ptrs.as_ptr(),
+            input_ptrs.len(),
+            output_ptrs.as_mut_ptr(),
+            output_ptrs.len(),
+            saved_ptrs.as_ptr(),
+            saved_ptrs.len(),
+            &mut attached,
+        )
+    };
+    if attached == 0 {
+        // SAFETY: no node took ownership of the box leaked above.
+        drop(unsafe { Box::from_raw(ctx as *mut NodeCtx) });
+    }
+    check(err)?;
+    Ok(attached != 0)
+}

@@ -1,0 +1,156 @@
+//! Placeholder tensors: real metadata, no data.
+
+use super::{check, ffi, take_tensor};
+use crate::error::Result;
+use std::ffi::CString;
+use tch::{Device, Kind, Tensor};
+use torch_sys::C_tensor;
+
+/// The metadata of a placeholder: everything a tensor has but its data.
+///
+/// ```
+/// use remat_runtime::{placeholder, PlaceholderSpec};
+/// use tch::{Device, Kind};
+/// let spec = PlaceholderSpec::contiguous(&[2, 3], Kind::Float, Device::Cpu);
+/// let p = placeholder(&spec, "no data here").unwrap();
+/// assert_eq!(p.size(), [2, 3]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlaceholderSpec {
+    /// Sizes of the tensor.
+    pub sizes: Vec<i64>,
+    /// Strides of the tensor, in elements.
+    pub strides: Vec<i64>,
+    /// Offset of the tensor into its storage, in elements.
+    pub storage_offset: i64,
+    /// Element type.
+    pub kind: Kind,
+    /// Device the tensor claims to live on.
+    pub device: Device,
+    /// Byte size the storage declares (memory reports read it).
+    pub storage_nbytes: i64,
+}
+
+impl PlaceholderSpec {
+    /// A contiguous tensor of `sizes` whose storage is exactly its size.
+    pub fn contiguous(sizes: &[i64], kind: Kind, device: Device) -> Self {
+        let mut strides = vec![0; sizes.len()];
+        let mut step = 1;
+        for (i, &n) in sizes.iter().enumerate().rev() {
+            strides[i] = step;
+            step *= n.max(1);
+        }
+        let numel: i64 = sizes.iter().product();
+        PlaceholderSpec {
+            sizes: sizes.to_vec(),
+            strides,
+            storage_offset: 0,
+            kind,
+            device,
+            storage_nbytes: numel * kind.elt_size_in_bytes() as i64,
+        }
+    }
+
+    /// The metadata of `t` (sizes, strides, offset, kind, device, storage size).
+    pub fn of(t: &Tensor) -> Self {
+        PlaceholderSpec {
+            sizes: t.size(),
+            strides: t.stride(),
+            storage_offset: super::storage_offset(t),
+            kind: t.kind(),
+            device: t.device(),
+            storage_nbytes: super::storage_nbytes(t),
+        }
+    }
+}
+
+/// A tensor with `spec`'s metadata over a storage that holds no data.
+///
+/// Metadata and view operations (`size`, `view`, `transpose`, `select`, ...)
+/// work; anything that reads or writes its data fails with `message`. A view
+/// of a placeholder is a placeholder.
+///
+/// ```
+/// use remat_runtime::{is_placeholder, placeholder, PlaceholderSpec};
+/// use tch::{Device, Kind};
+/// let spec = PlaceholderSpec::contiguous(&[4, 4], Kind::Float, Device::Cpu);
+/// let p = placeholder(&spec, "the value was not kept").unwrap();
+/// assert!(is_placeholder(&p.transpose(0, 1)));
+/// let err = p.f_sum(Kind::Float).unwrap_err();
+/// assert!(err.to_string().contains("the value was not kept"));
+/// ```
+pub fn placeholder(spec: &PlaceholderSpec, message: &str) -> Result<Tensor> {
+    if spec.sizes.len() != spec.strides.len() {
+        return Err(crate::Error::torch(format!(
+            "placeholder has {} sizes but {} strides",
+            spec.sizes.len(),
+            spec.strides.len()
+        )));
+    }
+    let msg = CString::new(message.replace('\0', " ")).expect("NULs were replaced");
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: the arrays hold `sizes.len()` elements and `msg` is a
+    // NUL-terminated string, all alive for the call; on success `out` is an
+    // owned tensor.
+    unsafe {
+        check(ffi::remat_placeholder_new(
+            spec.sizes.as_ptr(),
+            spec.strides.as_ptr(),
+            spec.sizes.len(),
+            spec.storage_offset,
+            scalar_type(spec.kind),
+            device_code(spec.device)?,
+            spec.storage_nbytes,
+            msg.as_ptr(),
+            &mut out,
+        ))?;
+        Ok(take_tensor(out))
+    }
+}
+
+/// Whether `t` (or the tensor it is a view of) is a placeholder.
+///
+/// ```
+/// assert!(!remat_runtime::is_placeholder(&tch::Tensor::ones([2], tch::kind::FLOAT_CPU)));
+/// ```
+pub fn is_placeholder(t: &Tensor) -> bool {
+    // SAFETY: `t` is a live tensor.
+    unsafe { ffi::remat_is_placeholder(t.as_ptr()) != 0 }
+}
+
+/// libtorch's `c10::ScalarType` code for `kind` (tch keeps its own private).
+fn scalar_type(kind: Kind) -> std::os::raw::c_int {
+    match kind {
+        Kind::Uint8 => 0,
+        Kind::Int8 => 1,
+        Kind::Int16 => 2,
+        Kind::Int => 3,
+        Kind::Int64 => 4,
+        Kind::Half => 5,
+        Kind::Float => 6,
+        Kind::Double => 7,
+        Kind::ComplexHalf => 8,
+        Kind::ComplexFloat => 9,
+        Kind::ComplexDouble => 10,
+        Kind::Bool => 11,
+        Kind::QInt8 => 12,
+        Kind::QUInt8 => 13,
+        Kind::QInt32 => 14,
+        Kind::BFloat16 => 15,
+        Kind::Float8e5m2 => 23,
+        Kind::Float8e4m3fn => 24,
+        Kind::Float8e5m2fnuz => 25,
+        Kind::Float8e4m3fnuz => 26,
+    }
+}
+
+/// The bridge's device code: -1 for the CPU, the index for a CUDA device.
+fn device_code(device: Device) -> Result<std::os::raw::c_int> {
+    match device {
+        Device::Cpu => Ok(-1),
+        Device::Cuda(i) => Ok(i as std::os::raw::c_int),
+        other => Err(crate::Error::torch(format!(
+            "placeholders support CPU and CUDA tensors, not {other:?}"
+        ))),
+    }
+}

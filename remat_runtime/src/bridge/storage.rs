@@ -1,0 +1,206 @@
+//! Storage identity, version counters, grad mode and the running graph task.
+
+use super::{check, ffi};
+use crate::error::Result;
+use std::os::raw::c_void;
+use tch::Tensor;
+
+/// Identifies a storage: equal for every view of one tensor's memory.
+///
+/// The key is the storage's address, so it can be reused once the storage is
+/// freed; hold a [`WeakStorage`] to pin it.
+///
+/// ```
+/// use remat_runtime::storage_key;
+/// let t = tch::Tensor::zeros([4, 4], tch::kind::FLOAT_CPU);
+/// assert_eq!(storage_key(&t), storage_key(&t.transpose(0, 1)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StorageKey(usize);
+
+/// The key of `t`'s storage, or `None` for a tensor without one (undefined,
+/// sparse).
+pub fn storage_key(t: &Tensor) -> Option<StorageKey> {
+    // SAFETY: `t` is a live tensor.
+    let key = unsafe { ffi::remat_storage_key(t.as_ptr()) };
+    (key != 0).then_some(StorageKey(key))
+}
+
+/// The byte size of `t`'s whole storage (0 without one).
+pub fn storage_nbytes(t: &Tensor) -> i64 {
+    // SAFETY: `t` is a live tensor.
+    unsafe { ffi::remat_storage_nbytes(t.as_ptr()) }
+}
+
+/// `t`'s offset into its storage, in elements.
+pub fn storage_offset(t: &Tensor) -> i64 {
+    // SAFETY: `t` is a live tensor.
+    unsafe { ffi::remat_storage_offset(t.as_ptr()) }
+}
+
+/// A weak reference to a storage: tells whether it is still alive, and keeps
+/// its address from being reused while held.
+///
+/// ```
+/// use remat_runtime::WeakStorage;
+/// let t = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
+/// let weak = WeakStorage::new(&t).unwrap();
+/// assert!(weak.is_alive());
+/// drop(t);
+/// assert!(!weak.is_alive());
+/// ```
+#[derive(Debug)]
+pub struct WeakStorage(*mut c_void);
+
+// SAFETY: a `c10::weak_intrusive_ptr` uses atomic reference counts and this
+// type only reads it (`expired`, address) or frees it.
+unsafe impl Send for WeakStorage {}
+// SAFETY: see `Send`; all methods take `&self` and are read-only.
+unsafe impl Sync for WeakStorage {}
+
+impl WeakStorage {
+    /// A weak handle to `t`'s storage (`None` without one).
+    pub fn new(t: &Tensor) -> Option<Self> {
+        // SAFETY: `t` is a live tensor; the result is owned by us.
+        let raw = unsafe { ffi::remat_storage_weak_new(t.as_ptr()) };
+        (!raw.is_null()).then_some(WeakStorage(raw))
+    }
+
+    /// Whether some tensor still holds the storage.
+    pub fn is_alive(&self) -> bool {
+        // SAFETY: `self.0` is a live weak pointer until `drop`.
+        unsafe { ffi::remat_storage_weak_alive(self.0) != 0 }
+    }
+
+    /// The key the storage had (stable while this handle exists).
+    pub fn key(&self) -> StorageKey {
+        // SAFETY: as in `is_alive`.
+        StorageKey(unsafe { ffi::remat_storage_weak_key(self.0) })
+    }
+}
+
+impl Drop for WeakStorage {
+    fn drop(&mut self) {
+        // SAFETY: frees the handle created in `new`, once.
+        unsafe { ffi::remat_storage_weak_free(self.0) }
+    }
+}
+
+/// The version counter of `t`: bumped by every in-place modification of it or
+/// of any view sharing its counter.
+///
+/// ```
+/// use remat_runtime::tensor_version;
+/// let mut t = tch::Tensor::zeros([2], tch::kind::FLOAT_CPU);
+/// let v = tensor_version(&t).unwrap();
+/// let _ = t.g_add_(&tch::Tensor::ones([2], tch::kind::FLOAT_CPU));
+/// assert_eq!(tensor_version(&t).unwrap(), v + 1);
+/// ```
+pub fn tensor_version(t: &Tensor) -> Result<u32> {
+    let mut v = 0;
+    // SAFETY: `t` is a live tensor; `v` is a valid out-pointer.
+    check(unsafe { ffi::remat_version(t.as_ptr(), &mut v) })?;
+    Ok(v)
+}
+
+/// Whether grad mode is on for this thread.
+///
+/// ```
+/// assert!(remat_runtime::grad_enabled());
+/// tch::no_grad(|| assert!(!remat_runtime::grad_enabled()));
+/// ```
+pub fn grad_enabled() -> bool {
+    // SAFETY: reads a thread-local flag.
+    unsafe { ffi::remat_grad_mode_enabled() != 0 }
+}
+
+/// Sets grad mode for this thread; prefer [`GradModeGuard`].
+pub fn set_grad_enabled(enabled: bool) {
+    // SAFETY: writes a thread-local flag.
+    unsafe { ffi::remat_grad_mode_set(enabled as _) }
+}
+
+/// Sets grad mode for a scope and restores the previous mode on drop.
+///
+/// ```
+/// use remat_runtime::{grad_enabled, GradModeGuard};
+/// tch::no_grad(|| {
+///     let _g = GradModeGuard::new(true);
+///     assert!(grad_enabled());
+/// });
+/// ```
+#[derive(Debug)]
+pub struct GradModeGuard {
+    previous: bool,
+    // Grad mode is per thread: the guard must be dropped where it was made.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl GradModeGuard {
+    /// Sets grad mode to `enabled` until the guard is dropped.
+    pub fn new(enabled: bool) -> Self {
+        let previous = grad_enabled();
+        set_grad_enabled(enabled);
+        GradModeGuard {
+            previous,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for GradModeGuard {
+    fn drop(&mut self) {
+        set_grad_enabled(self.previous);
+    }
+}
+
+/// The id of the backward (graph task) running on this thread, if any.
+///
+/// ```
+/// assert_eq!(remat_runtime::graph_task_id(), None);
+/// ```
+pub fn graph_task_id() -> Option<i32> {
+    // SAFETY: reads a thread-local.
+    let id = unsafe { ffi::remat_graph_task_id() };
+    (id >= 0).then_some(id)
+}
+
+/// Whether the backward running on this thread keeps its graph
+/// (`retain_graph`); `false` outside backward.
+///
+/// ```
+/// assert!(!remat_runtime::graph_task_keeps_graph());
+/// ```
+pub fn graph_task_keeps_graph() -> bool {
+    // SAFETY: reads a thread-local.
+    unsafe { ffi::remat_graph_task_keep_graph() != 0 }
+}
+
+/// Whether `t` is a leaf of the autograd graph (no `grad_fn`).
+///
+/// ```
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// assert!(remat_runtime::is_leaf(&x));
+/// assert!(!remat_runtime::is_leaf(&(&x * 2)));
+/// ```
+pub fn is_leaf(t: &Tensor) -> bool {
+    // SAFETY: `t` is a live tensor.
+    unsafe { ffi::remat_is_leaf(t.as_ptr()) != 0 }
+}
+
+/// Runs backward from `loss` (accumulating into the leaves' `grad`), keeping
+/// the graph for another backward when `retain_graph` is set: what tch's
+/// `backward` cannot do.
+///
+/// ```
+/// use remat_runtime::backward_with;
+/// let x = tch::Tensor::from_slice(&[2.0f32]).set_requires_grad(true);
+/// let y = (&x * &x).sum(tch::Kind::Float);
+/// backward_with(&y, true).unwrap();
+/// backward_with(&y, false).unwrap();
+/// assert_eq!(f32::try_from(x.grad()).unwrap(), 8.0);
+/// ```
+pub fn backward_with(loss: &Tensor, retain_graph: bool) -> Result<()> {
+    // SAFETY: `loss` is a live tensor.
+    check(unsafe { ffi::remat_backward(loss.as_ptr(), retain_graph as _) })
+}

@@ -1,0 +1,72 @@
+//! The error type of the runtime.
+
+/// Everything that can go wrong in remat.
+///
+/// Messages name the checkpoint and region involved (`layers.0::attention`),
+/// what went wrong and how to fix it.
+///
+/// ```
+/// let err = remat_runtime::Error::torch("shape mismatch");
+/// assert_eq!(err.to_string(), "shape mismatch");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// libtorch raised an exception; `message` is its first line.
+    #[error("{message}")]
+    Torch {
+        /// The first line of the C++ message.
+        message: String,
+        /// The whole message, backtrace included, for debugging.
+        detail: String,
+    },
+    /// A user-defined autograd function failed.
+    #[error("custom function `{function}`: {message}")]
+    Function {
+        /// The function's name.
+        function: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A saved-tensor hook failed.
+    #[error("saved-tensor hook: {0}")]
+    Hook(String),
+}
+
+impl Error {
+    /// An error from a libtorch message, keeping only its first line for display.
+    pub fn torch(message: impl Into<String>) -> Self {
+        let detail = message.into();
+        let message = first_line(&detail).to_string();
+        Error::Torch { message, detail }
+    }
+}
+
+impl From<tch::TchError> for Error {
+    fn from(e: tch::TchError) -> Self {
+        match e {
+            // tch prefixes "Internal torch error: "; the C++ message says enough.
+            tch::TchError::Torch(message) => Error::torch(message),
+            other => Error::torch(other.to_string()),
+        }
+    }
+}
+
+/// The first line of a libtorch message (they carry kilobytes of backtrace).
+pub(crate) fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s).trim_end()
+}
+
+/// Turns a caught panic payload into text.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// Result with remat's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
