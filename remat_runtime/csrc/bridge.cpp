@@ -396,6 +396,29 @@ void remat_storage_weak_free(void* weak) {
   delete static_cast<c10::weak_intrusive_ptr<c10::StorageImpl>*>(weak);
 }
 
+void* remat_tensor_weak_new(const remat_tensor* t) {
+  if (!t->defined()) {
+    return nullptr;
+  }
+  return new c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
+      t->getIntrusivePtr());
+}
+
+remat_tensor* remat_tensor_weak_upgrade(const void* weak) {
+  auto strong = static_cast<const c10::weak_intrusive_ptr<
+      c10::TensorImpl, c10::UndefinedTensorImpl>*>(weak)
+                    ->lock();
+  if (!strong) {
+    return nullptr;
+  }
+  return new at::Tensor(std::move(strong));
+}
+
+void remat_tensor_weak_free(void* weak) {
+  delete static_cast<
+      c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>*>(weak);
+}
+
 remat_err remat_version(const remat_tensor* t, uint32_t* out) {
   return guard([&] {
     *out = torch::autograd::impl::version_counter(*t).current_version();

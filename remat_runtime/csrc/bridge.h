@@ -95,6 +95,11 @@ void* remat_storage_weak_new(const remat_tensor* t);
 int remat_storage_weak_alive(const void* weak);
 uintptr_t remat_storage_weak_key(const void* weak);
 void remat_storage_weak_free(void* weak);
+// Weak references to a tensor (its TensorImpl): upgrade gives a new handle
+// while some tensor still holds it.
+void* remat_tensor_weak_new(const remat_tensor* t);
+remat_tensor* remat_tensor_weak_upgrade(const void* weak);
+void remat_tensor_weak_free(void* weak);
 remat_err remat_version(const remat_tensor* t, uint32_t* out);
 int remat_grad_mode_enabled(void);
 void remat_grad_mode_set(int enabled);

@@ -31,6 +31,29 @@ pub enum Error {
     /// A saved-tensor hook failed.
     #[error("saved-tensor hook: {0}")]
     Hook(String),
+    /// A region was used wrongly or replayed inconsistently; `region` is its
+    /// display name (`checkpoint::region`).
+    #[error("region `{region}`: {message}")]
+    Region {
+        /// `checkpoint::region`, or the region alone in an unnamed checkpoint.
+        region: String,
+        /// What went wrong and how to fix it.
+        message: String,
+    },
+    /// A checkpoint failed (on the forward, or while replaying in backward).
+    #[error("checkpoint `{checkpoint}`: {message}")]
+    Checkpoint {
+        /// The checkpoint's name (`<unnamed>` without one).
+        checkpoint: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The closure of a checkpoint or region panicked.
+    #[error("{0}")]
+    Panic(String),
+    /// A broken invariant of remat itself; please report it.
+    #[error("remat internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -57,14 +80,24 @@ pub(crate) fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s).trim_end()
 }
 
-/// Turns a caught panic payload into text.
+/// Turns a caught panic payload into text. A panic of tch's plain functions
+/// (`unwrap` of a `TchError`) is reduced to the C++ message's first line.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
+    let text = if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
         s.clone()
     } else {
-        "panic with a non-string payload".to_string()
+        return "panic with a non-string payload".to_string();
+    };
+    match text.split_once("Torch(\"") {
+        Some((_, rest)) => rest
+            .split("\\n")
+            .next()
+            .unwrap_or(rest)
+            .trim_end_matches("\")")
+            .to_string(),
+        None => text,
     }
 }
 

@@ -3,6 +3,9 @@
 //! Most users depend on the `remat` crate, which re-exports everything here
 //! together with the macros. What this crate offers today:
 //!
+//! - checkpoints ([`checkpoint`]) with `Save` and `Recompute` regions
+//!   ([`region`]), placeholders for skipped outputs, saved-input rebuilding,
+//!   state hooks ([`RecomputeStateHook`]) and determinism checks;
 //! - user-defined autograd functions written in Rust ([`Function`], [`apply`]);
 //! - saved-tensor hooks without Python ([`saved_tensors_hooks`]);
 //! - placeholder tensors that have metadata but no data ([`placeholder`]);
@@ -16,16 +19,31 @@
 #![warn(missing_docs)]
 
 mod bridge;
+mod checkpoint;
 mod error;
+mod frame;
 mod function;
+mod holder;
+mod io;
+mod nodes;
+mod persist;
+mod region;
+mod save_region;
 mod saved_hooks;
+mod saved_input;
+mod state_hooks;
 
 pub use bridge::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder,
     placeholder, set_grad_enabled, storage_key, storage_nbytes, storage_offset, tensor_version,
-    GradModeGuard, PlaceholderSpec, SavedAccess, StorageKey, WeakStorage,
+    GradModeGuard, PlaceholderSpec, SavedAccess, StorageKey, WeakStorage, WeakTensor,
 };
+pub use checkpoint::{checkpoint, live_checkpoints, Checkpoint, Determinism};
 pub use error::{Error, Result};
+pub use frame::{is_recomputing, Phase};
 pub use function::{apply, try_apply, BackwardContext, ForwardContext, Function};
+pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
+pub use region::{recompute_needs_tensor, region, Policy, Region};
 pub use saved_hooks::{saved_tensors_hooks, SavedTensorsHooks};
+pub use state_hooks::RecomputeStateHook;
 pub use tch::Tensor;

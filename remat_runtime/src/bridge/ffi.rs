@@ -56,6 +56,12 @@ extern "C" {
         out: *mut *mut C_tensor,
     ) -> RematErr;
 
+    pub(super) fn remat_grad_fn_saved(
+        tensor: *const C_tensor,
+        i: usize,
+        out: *mut *mut C_tensor,
+    ) -> RematErr;
+
     pub(super) fn remat_hooks_push(hooks: *mut c_void) -> RematErr;
     pub(super) fn remat_hooks_pop() -> RematErr;
     pub(super) fn remat_hooks_depth() -> usize;
@@ -80,6 +86,9 @@ extern "C" {
     pub(super) fn remat_storage_weak_alive(weak: *const c_void) -> c_int;
     pub(super) fn remat_storage_weak_key(weak: *const c_void) -> usize;
     pub(super) fn remat_storage_weak_free(weak: *mut c_void);
+    pub(super) fn remat_tensor_weak_new(t: *const C_tensor) -> *mut c_void;
+    pub(super) fn remat_tensor_weak_upgrade(weak: *const c_void) -> *mut C_tensor;
+    pub(super) fn remat_tensor_weak_free(weak: *mut c_void);
     pub(super) fn remat_version(t: *const C_tensor, out: *mut u32) -> RematErr;
     pub(super) fn remat_grad_mode_enabled() -> c_int;
     pub(super) fn remat_grad_mode_set(enabled: c_int);

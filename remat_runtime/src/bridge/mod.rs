@@ -13,14 +13,14 @@ mod node;
 mod placeholder;
 mod storage;
 
-pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair};
+pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload};
 pub use node::SavedAccess;
-pub(crate) use node::{attach_node, NodeBackward};
+pub(crate) use node::{attach_node, grad_fn_saved, NodeBackward};
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
 pub use storage::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, set_grad_enabled,
     storage_key, storage_nbytes, storage_offset, tensor_version, GradModeGuard, StorageKey,
-    WeakStorage,
+    WeakStorage, WeakTensor,
 };
 
 use crate::error::{Error, Result};

@@ -112,3 +112,13 @@ pub(crate) fn attach_node(
     check(err)?;
     Ok(attached != 0)
 }
+
+/// Unpacks saved tensor `i` of the custom node that is `t`'s `grad_fn`.
+pub(crate) fn grad_fn_saved(t: &Tensor, i: usize) -> Result<Tensor> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` is live; on success `out` is an owned tensor.
+    unsafe {
+        check(ffi::remat_grad_fn_saved(t.as_ptr(), i, &mut out))?;
+        Ok(take_tensor(out))
+    }
+}

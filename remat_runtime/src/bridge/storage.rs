@@ -204,3 +204,51 @@ pub fn backward_with(loss: &Tensor, retain_graph: bool) -> Result<()> {
     // SAFETY: `loss` is a live tensor.
     check(unsafe { ffi::remat_backward(loss.as_ptr(), retain_graph as _) })
 }
+
+/// A weak reference to a tensor: [`WeakTensor::upgrade`] gives it back while
+/// some handle to it is alive, without keeping it (or its graph) alive.
+///
+/// ```
+/// use remat_runtime::WeakTensor;
+/// let t = tch::Tensor::zeros([2], tch::kind::FLOAT_CPU);
+/// let weak = WeakTensor::new(&t);
+/// assert!(weak.upgrade().is_some());
+/// drop(t);
+/// assert!(weak.upgrade().is_none());
+/// ```
+#[derive(Debug)]
+pub struct WeakTensor(*mut c_void);
+
+// SAFETY: a `c10::weak_intrusive_ptr<TensorImpl>` uses atomic counts; `upgrade`
+// only creates a new strong handle, which is itself `Send`.
+unsafe impl Send for WeakTensor {}
+// SAFETY: see `Send`; `upgrade` takes `&self` and does not mutate the pointer.
+unsafe impl Sync for WeakTensor {}
+
+impl WeakTensor {
+    /// A weak reference to `t` (one that never upgrades if `t` is undefined).
+    pub fn new(t: &Tensor) -> Self {
+        // SAFETY: `t` is a live tensor; the result (possibly null) is ours.
+        WeakTensor(unsafe { ffi::remat_tensor_weak_new(t.as_ptr()) })
+    }
+
+    /// The tensor, if some handle to it is still alive.
+    pub fn upgrade(&self) -> Option<Tensor> {
+        if self.0.is_null() {
+            return None;
+        }
+        // SAFETY: `self.0` is live until drop; a non-null result is owned.
+        let raw = unsafe { ffi::remat_tensor_weak_upgrade(self.0) };
+        // SAFETY: a non-null `raw` is a new, owned `at::Tensor*`.
+        (!raw.is_null()).then(|| unsafe { super::take_tensor(raw) })
+    }
+}
+
+impl Drop for WeakTensor {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: frees the handle created in `new`, once.
+            unsafe { ffi::remat_tensor_weak_free(self.0) }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Which checkpoint, in which phase, the current thread is running.
+//!
+//! A stack per thread: checkpoints nest, and replay pushes a frame on
+//! whichever thread autograd runs it. Everything else a frame needs is
+//! reached through its `Arc<CheckpointState>`, never through thread-locals of
+//! the thread that ran the forward.
+
+use crate::checkpoint::CheckpointState;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The two runs of a checkpoint's closure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The original run.
+    Forward,
+    /// The replay inside backward.
+    Recompute,
+}
+
+impl Phase {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Phase::Forward => "forward",
+            Phase::Recompute => "replay",
+        }
+    }
+}
+
+pub(crate) struct Frame {
+    pub state: Arc<CheckpointState>,
+    pub phase: Phase,
+    /// Region names claimed in this phase.
+    pub claimed: HashSet<String>,
+    /// How many `Save` bodies are running (forward only); inside one, regions
+    /// are inert.
+    pub save_depth: usize,
+}
+
+thread_local! {
+    static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Pops the frame it pushed when dropped, also when unwinding.
+pub(crate) struct FrameGuard {
+    depth: usize,
+}
+
+pub(crate) fn push(state: Arc<CheckpointState>, phase: Phase) -> FrameGuard {
+    FRAMES.with(|f| {
+        let mut frames = f.borrow_mut();
+        frames.push(Frame {
+            state,
+            phase,
+            claimed: HashSet::new(),
+            save_depth: 0,
+        });
+        FrameGuard {
+            depth: frames.len() - 1,
+        }
+    })
+}
+
+impl Drop for FrameGuard {
+    fn drop(&mut self) {
+        FRAMES.with(|f| f.borrow_mut().truncate(self.depth));
+    }
+}
+
+/// Runs `f` on the innermost frame, if any. `f` must not run user code.
+pub(crate) fn with_top<R>(f: impl FnOnce(Option<&mut Frame>) -> R) -> R {
+    FRAMES.with(|frames| f(frames.borrow_mut().last_mut()))
+}
+
+/// Counts a running `Save` body in the innermost frame until dropped.
+pub(crate) struct SaveBodyGuard;
+
+pub(crate) fn enter_save_body() -> SaveBodyGuard {
+    with_top(|f| {
+        if let Some(f) = f {
+            f.save_depth += 1
+        }
+    });
+    SaveBodyGuard
+}
+
+impl Drop for SaveBodyGuard {
+    fn drop(&mut self) {
+        with_top(|f| {
+            if let Some(f) = f {
+                f.save_depth = f.save_depth.saturating_sub(1)
+            }
+        });
+    }
+}
+
+/// Whether the current thread is replaying a checkpoint (inside backward).
+///
+/// ```
+/// assert!(!remat_runtime::is_recomputing());
+/// ```
+pub fn is_recomputing() -> bool {
+    with_top(|f| f.is_some_and(|f| f.phase == Phase::Recompute))
+}

@@ -1,0 +1,375 @@
+//! What regions and checkpoints take and return.
+//!
+//! Inputs are what the runtime inspects (to find `Save` outputs and inputs it
+//! can rebuild); outputs are what it records on the forward and serves on
+//! replay. Both are flat: a tensor, or a tuple or `Vec` of them.
+
+use crate::error::{Error, Result};
+use tch::Tensor;
+
+/// A value passed through a region untouched and uninspected.
+///
+/// ```
+/// use remat_runtime::{region, Opaque, Policy};
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let y = region("scale", Policy::Recompute).call((&x, Opaque(3.0)), |(x, s)| x * s.0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Opaque<T>(pub T);
+
+/// One argument of a region: tensors are visited, anything else is opaque.
+pub trait RegionInput {
+    /// Calls `f` on each tensor of the argument, in order.
+    fn visit(&self, f: &mut dyn FnMut(&Tensor));
+}
+
+impl RegionInput for Tensor {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        f(self)
+    }
+}
+
+impl<T: RegionInput + ?Sized> RegionInput for &T {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        (**self).visit(f)
+    }
+}
+
+impl<T: RegionInput> RegionInput for Option<T> {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        if let Some(t) = self {
+            t.visit(f)
+        }
+    }
+}
+
+impl<T: RegionInput> RegionInput for [T] {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        self.iter().for_each(|t| t.visit(f))
+    }
+}
+
+impl<T: RegionInput> RegionInput for Vec<T> {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        self.as_slice().visit(f)
+    }
+}
+
+impl<T> RegionInput for Opaque<T> {
+    fn visit(&self, _: &mut dyn FnMut(&Tensor)) {}
+}
+
+macro_rules! opaque_inputs {
+    ($($t:ty),*) => {$(
+        impl RegionInput for $t {
+            fn visit(&self, _: &mut dyn FnMut(&Tensor)) {}
+        }
+    )*};
+}
+opaque_inputs!(
+    bool,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    usize,
+    isize,
+    f32,
+    f64,
+    str,
+    String,
+    ()
+);
+
+/// The inputs of a region: a tuple of [`RegionInput`]s (or one of them).
+///
+/// ```
+/// use remat_runtime::RegionInputs;
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let mut n = 0;
+/// (&x, Some(&x), 1.5f64).visit_tensors(&mut |_| n += 1);
+/// assert_eq!(n, 2);
+/// ```
+pub trait RegionInputs {
+    /// Calls `f` on each tensor of the inputs, in order.
+    fn visit_tensors(&self, f: &mut dyn FnMut(&Tensor));
+}
+
+impl<T: RegionInput> RegionInputs for T {
+    fn visit_tensors(&self, f: &mut dyn FnMut(&Tensor)) {
+        self.visit(f)
+    }
+}
+
+macro_rules! tuple_inputs {
+    ($($name:ident)+) => {
+        impl<$($name: RegionInput),+> RegionInputs for ($($name,)+) {
+            #[allow(non_snake_case)]
+            fn visit_tensors(&self, f: &mut dyn FnMut(&Tensor)) {
+                let ($($name,)+) = self;
+                $($name.visit(f);)+
+            }
+        }
+    };
+}
+tuple_inputs!(A);
+tuple_inputs!(A B);
+tuple_inputs!(A B C);
+tuple_inputs!(A B C D);
+tuple_inputs!(A B C D E);
+tuple_inputs!(A B C D E F);
+tuple_inputs!(A B C D E F G);
+tuple_inputs!(A B C D E F G H);
+
+/// The shallow handles of every tensor in `inputs`, in visit order.
+pub(crate) fn input_tensors(inputs: &impl RegionInputs) -> Vec<Tensor> {
+    let mut out = Vec::new();
+    inputs.visit_tensors(&mut |t| out.push(t.shallow_clone()));
+    out
+}
+
+/// One item of a region's output: a tensor, or `None` for an absent one.
+pub trait OutputItem: Sized {
+    /// The item as an optional tensor.
+    fn into_part(self) -> Option<Tensor>;
+    /// The item back from an optional tensor (the same shape it had).
+    fn from_part(part: Option<Tensor>) -> Result<Self>;
+}
+
+impl OutputItem for Tensor {
+    fn into_part(self) -> Option<Tensor> {
+        Some(self)
+    }
+    fn from_part(part: Option<Tensor>) -> Result<Self> {
+        part.ok_or_else(|| Error::Internal("a tensor output came back as None".into()))
+    }
+}
+
+impl OutputItem for Option<Tensor> {
+    fn into_part(self) -> Option<Tensor> {
+        self
+    }
+    fn from_part(part: Option<Tensor>) -> Result<Self> {
+        Ok(part)
+    }
+}
+
+/// What a region returns: a tensor, or a flat tuple or `Vec` whose items are
+/// tensors or `Option<Tensor>`. The shape is kept on replay.
+///
+/// ```
+/// use remat_runtime::RegionOutput;
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let parts = (x.shallow_clone(), None::<tch::Tensor>).into_parts();
+/// assert_eq!(parts.len(), 2);
+/// ```
+pub trait RegionOutput: Sized {
+    /// The output's tensors, in order.
+    fn into_parts(self) -> Vec<Option<Tensor>>;
+    /// The output rebuilt from the parts [`RegionOutput::into_parts`] gave.
+    fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self>;
+}
+
+impl RegionOutput for Tensor {
+    fn into_parts(self) -> Vec<Option<Tensor>> {
+        vec![Some(self)]
+    }
+    fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
+        single(parts).and_then(Tensor::from_part)
+    }
+}
+
+impl RegionOutput for Option<Tensor> {
+    fn into_parts(self) -> Vec<Option<Tensor>> {
+        vec![self]
+    }
+    fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
+        single(parts)
+    }
+}
+
+impl<T: OutputItem> RegionOutput for Vec<T> {
+    fn into_parts(self) -> Vec<Option<Tensor>> {
+        self.into_iter().map(OutputItem::into_part).collect()
+    }
+    fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
+        parts.into_iter().map(T::from_part).collect()
+    }
+}
+
+fn single(parts: Vec<Option<Tensor>>) -> Result<Option<Tensor>> {
+    let n = parts.len();
+    let mut it = parts.into_iter();
+    match (it.next(), n) {
+        (Some(p), 1) => Ok(p),
+        _ => Err(Error::Internal(format!("expected one output, got {n}"))),
+    }
+}
+
+macro_rules! tuple_outputs {
+    ($n:literal: $($name:ident)+) => {
+        impl<$($name: OutputItem),+> RegionOutput for ($($name,)+) {
+            #[allow(non_snake_case)]
+            fn into_parts(self) -> Vec<Option<Tensor>> {
+                let ($($name,)+) = self;
+                vec![$($name.into_part()),+]
+            }
+            #[allow(non_snake_case)]
+            fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
+                if parts.len() != $n {
+                    return Err(Error::Internal(format!("expected {} outputs, got {}", $n, parts.len())));
+                }
+                let mut it = parts.into_iter();
+                $(let $name = $name::from_part(it.next().flatten())?;)+
+                Ok(($($name,)+))
+            }
+        }
+    };
+}
+tuple_outputs!(1: A);
+tuple_outputs!(2: A B);
+tuple_outputs!(3: A B C);
+tuple_outputs!(4: A B C D);
+tuple_outputs!(5: A B C D E);
+tuple_outputs!(6: A B C D E F);
+tuple_outputs!(7: A B C D E F G);
+tuple_outputs!(8: A B C D E F G H);
+
+/// The tensor inputs of a checkpoint. They are saved through autograd on
+/// entry and read back on replay, where the closure receives them owned.
+///
+/// Implemented for `&Tensor` (received as `Tensor`), `Option<&Tensor>`
+/// (`Option<Tensor>`), `&[Tensor]` and `&Vec<Tensor>` (`Vec<Tensor>`), and
+/// tuples of those.
+///
+/// ```
+/// use remat_runtime::CheckpointInputs;
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let mut flat = Vec::new();
+/// (&x, None::<&tch::Tensor>).flatten(&mut flat);
+/// assert_eq!(flat.len(), 2);
+/// ```
+pub trait CheckpointInputs {
+    /// What the closure receives.
+    type Owned: 'static;
+    /// Appends the tensors (None for an absent one), in order.
+    fn flatten(&self, out: &mut Vec<Option<Tensor>>);
+    /// Appends how many flat items each part took (for slices).
+    fn lens(&self, out: &mut Vec<usize>);
+    /// Rebuilds the owned form from flat items and the lengths `lens` gave.
+    fn rebuild(
+        lens: &mut std::slice::Iter<'_, usize>,
+        items: &mut dyn Iterator<Item = Option<Tensor>>,
+    ) -> Self::Owned;
+}
+
+fn next_tensor(items: &mut dyn Iterator<Item = Option<Tensor>>) -> Option<Tensor> {
+    items.next().flatten()
+}
+
+impl CheckpointInputs for &Tensor {
+    type Owned = Tensor;
+    fn flatten(&self, out: &mut Vec<Option<Tensor>>) {
+        out.push(Some(self.shallow_clone()))
+    }
+    fn lens(&self, out: &mut Vec<usize>) {
+        out.push(1)
+    }
+    fn rebuild(
+        lens: &mut std::slice::Iter<'_, usize>,
+        items: &mut dyn Iterator<Item = Option<Tensor>>,
+    ) -> Tensor {
+        lens.next();
+        next_tensor(items).expect("a checkpoint input is missing on replay")
+    }
+}
+
+impl CheckpointInputs for Option<&Tensor> {
+    type Owned = Option<Tensor>;
+    fn flatten(&self, out: &mut Vec<Option<Tensor>>) {
+        out.push(self.map(Tensor::shallow_clone))
+    }
+    fn lens(&self, out: &mut Vec<usize>) {
+        out.push(1)
+    }
+    fn rebuild(
+        lens: &mut std::slice::Iter<'_, usize>,
+        items: &mut dyn Iterator<Item = Option<Tensor>>,
+    ) -> Option<Tensor> {
+        lens.next();
+        next_tensor(items)
+    }
+}
+
+impl CheckpointInputs for &[Tensor] {
+    type Owned = Vec<Tensor>;
+    fn flatten(&self, out: &mut Vec<Option<Tensor>>) {
+        out.extend(self.iter().map(|t| Some(t.shallow_clone())))
+    }
+    fn lens(&self, out: &mut Vec<usize>) {
+        out.push(self.len())
+    }
+    fn rebuild(
+        lens: &mut std::slice::Iter<'_, usize>,
+        items: &mut dyn Iterator<Item = Option<Tensor>>,
+    ) -> Vec<Tensor> {
+        let n = lens.next().copied().unwrap_or(0);
+        (0..n)
+            .map(|_| next_tensor(items).expect("a checkpoint input is missing on replay"))
+            .collect()
+    }
+}
+
+impl CheckpointInputs for &Vec<Tensor> {
+    type Owned = Vec<Tensor>;
+    fn flatten(&self, out: &mut Vec<Option<Tensor>>) {
+        self.as_slice().flatten(out)
+    }
+    fn lens(&self, out: &mut Vec<usize>) {
+        out.push(self.len())
+    }
+    fn rebuild(
+        lens: &mut std::slice::Iter<'_, usize>,
+        items: &mut dyn Iterator<Item = Option<Tensor>>,
+    ) -> Vec<Tensor> {
+        <&[Tensor]>::rebuild(lens, items)
+    }
+}
+
+macro_rules! tuple_checkpoint_inputs {
+    ($($name:ident)+) => {
+        impl<$($name: CheckpointInputs),+> CheckpointInputs for ($($name,)+) {
+            type Owned = ($($name::Owned,)+);
+            #[allow(non_snake_case)]
+            fn flatten(&self, out: &mut Vec<Option<Tensor>>) {
+                let ($($name,)+) = self;
+                $($name.flatten(out);)+
+            }
+            #[allow(non_snake_case)]
+            fn lens(&self, out: &mut Vec<usize>) {
+                let ($($name,)+) = self;
+                $($name.lens(out);)+
+            }
+            fn rebuild(lens: &mut std::slice::Iter<'_, usize>, items: &mut dyn Iterator<Item = Option<Tensor>>) -> Self::Owned {
+                ($($name::rebuild(lens, items),)+)
+            }
+        }
+    };
+}
+tuple_checkpoint_inputs!(A);
+tuple_checkpoint_inputs!(A B);
+tuple_checkpoint_inputs!(A B C);
+tuple_checkpoint_inputs!(A B C D);
+tuple_checkpoint_inputs!(A B C D E);
+tuple_checkpoint_inputs!(A B C D E F);
+
+impl CheckpointInputs for () {
+    type Owned = ();
+    fn flatten(&self, _: &mut Vec<Option<Tensor>>) {}
+    fn lens(&self, _: &mut Vec<usize>) {}
+    fn rebuild(_: &mut std::slice::Iter<'_, usize>, _: &mut dyn Iterator<Item = Option<Tensor>>) {}
+}

@@ -1,0 +1,99 @@
+//! The two autograd nodes the runtime adds to graphs.
+
+use crate::bridge::{attach_node, NodeBackward, SavedAccess};
+use crate::error::Result;
+use tch::Tensor;
+
+/// Saves the checkpoint's inputs as autograd saved tensors (so their
+/// lifetime follows the graph and saved-tensor hooks see them), on a node
+/// whose output nothing uses: its backward never runs.
+struct SaveInputs;
+
+impl NodeBackward for SaveInputs {
+    fn backward(
+        &mut self,
+        _: &SavedAccess<'_>,
+        _: Vec<Tensor>,
+    ) -> Result<Vec<Option<Tensor>>, String> {
+        Err("remat internal error: the checkpoint input saver was backpropagated".into())
+    }
+}
+
+/// A node holding `inputs` as saved tensors; read them back with
+/// [`crate::bridge::grad_fn_saved`] on the returned tensor.
+pub(crate) fn save_inputs(inputs: &[&Tensor]) -> Result<Tensor> {
+    // A dummy leaf that requires grad guarantees the node is created even
+    // when no input requires grad (parameters captured by the closure may).
+    let dummy = Tensor::empty([0], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    let mut out = vec![tch::no_grad(|| Tensor::empty([0], tch::kind::FLOAT_CPU))];
+    attach_node(
+        Box::new(SaveInputs),
+        "CheckpointSaveInputs",
+        &[&dummy],
+        &mut out,
+        inputs,
+    )?;
+    Ok(out.pop().expect("one output"))
+}
+
+/// At the checkpoint's output: its backward is what backward reaches first in
+/// the region, and it unpacks a zero-element saved tensor, which starts the
+/// replay before any other saved tensor of the region is needed.
+struct Boundary;
+
+impl NodeBackward for Boundary {
+    fn backward(
+        &mut self,
+        saved: &SavedAccess<'_>,
+        grads: Vec<Tensor>,
+    ) -> Result<Vec<Option<Tensor>>, String> {
+        let _replayed = saved.get(0).map_err(|e| e.to_string())?;
+        Ok(grads.into_iter().map(Some).collect())
+    }
+}
+
+/// `t` passed through a [`Boundary`] node (unchanged when it needs no grad).
+pub(crate) fn boundary(t: Tensor) -> Result<Tensor> {
+    if !t.requires_grad() {
+        return Ok(t);
+    }
+    let marker = Tensor::empty([0], (t.kind(), t.device()));
+    let mut out = vec![tch::no_grad(|| t.view_as(&t))];
+    attach_node(
+        Box::new(Boundary),
+        "CheckpointBoundary",
+        &[&t],
+        &mut out,
+        &[&marker],
+    )?;
+    Ok(out.pop().expect("one output"))
+}
+
+/// Never backpropagated: it only gives a served value the autograd identity
+/// (non-leaf, requires grad) its forward counterpart had, inside the replay
+/// graph that is thrown away.
+struct ServedIdentity;
+
+impl NodeBackward for ServedIdentity {
+    fn backward(
+        &mut self,
+        _: &SavedAccess<'_>,
+        _: Vec<Tensor>,
+    ) -> Result<Vec<Option<Tensor>>, String> {
+        Err("remat internal error: a value served on replay was backpropagated".into())
+    }
+}
+
+/// A non-leaf tensor requiring grad with `value`'s data and metadata.
+pub(crate) fn non_leaf(value: &Tensor) -> Result<Tensor> {
+    let leaf = value.detach().set_requires_grad(true);
+    let mut out = vec![tch::no_grad(|| leaf.view_as(&leaf))];
+    attach_node(
+        Box::new(ServedIdentity),
+        "ServedOnReplay",
+        &[&leaf],
+        &mut out,
+        &[],
+    )?;
+    Ok(out.pop().expect("one output"))
+}

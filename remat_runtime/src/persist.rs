@@ -1,0 +1,66 @@
+//! The persist index: which storages belong to `Save` outputs, so that a
+//! consumer that replays can ask the producer to keep the value.
+
+use crate::bridge::{storage_key, StorageKey, WeakStorage, WeakTensor};
+use crate::checkpoint::CheckpointState;
+use crate::holder::lock;
+use crate::save_region::SaveRecord;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tch::Tensor;
+
+struct Entry {
+    record: Arc<SaveRecord>,
+    slot: usize,
+    /// Weak: an output nobody consumes is freed after the forward.
+    output: WeakTensor,
+    /// Pins the storage's address, so the key cannot be reused.
+    _pin: WeakStorage,
+}
+
+/// Keyed by storage: any view of a `Save` output finds its producer.
+#[derive(Default)]
+pub(crate) struct PersistIndex {
+    map: HashMap<StorageKey, Vec<Entry>>,
+}
+
+impl PersistIndex {
+    pub(crate) fn register(&mut self, record: &Arc<SaveRecord>, slot: usize, output: &Tensor) {
+        let (Some(key), Some(pin)) = (storage_key(output), WeakStorage::new(output)) else {
+            return;
+        };
+        self.map.entry(key).or_default().push(Entry {
+            record: record.clone(),
+            slot,
+            output: WeakTensor::new(output),
+            _pin: pin,
+        });
+    }
+
+    pub(crate) fn contains(&self, t: &Tensor) -> bool {
+        storage_key(t).is_some_and(|k| self.map.contains_key(&k))
+    }
+
+    fn lookup(&self, t: &Tensor) -> Vec<(Arc<SaveRecord>, usize, Option<Tensor>)> {
+        let Some(entries) = storage_key(t).and_then(|k| self.map.get(&k)) else {
+            return Vec::new();
+        };
+        entries
+            .iter()
+            .map(|e| (e.record.clone(), e.slot, e.output.upgrade()))
+            .collect()
+    }
+}
+
+/// Asks the producers of `tensors` (if any is a `Save` output of this
+/// checkpoint, or a view of one) to keep them for replay.
+pub(crate) fn persist(state: &CheckpointState, tensors: &[Tensor]) {
+    for t in tensors {
+        let found = lock(&state.inner).persist.lookup(t);
+        for (record, slot, output) in found {
+            if let Some(output) = output {
+                record.persist(slot, &output);
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Regions: calls inside a checkpoint marked `Save` or `Recompute`.
+
+use crate::checkpoint::CheckpointState;
+use crate::error::{Error, Result};
+use crate::frame::{self, Phase};
+use crate::holder::lock;
+use crate::io::{input_tensors, RegionInputs, RegionOutput};
+use crate::persist::persist;
+use crate::save_region::{self, reject_grad_leaves};
+use std::borrow::Cow;
+use std::panic::Location;
+use std::sync::Arc;
+use tch::Tensor;
+
+/// What happens to a region on replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Runs only on the forward; what it saves for backward is kept, and on
+    /// replay its outputs are served instead of recomputed.
+    Save,
+    /// Runs on the forward and again on replay (the default of all code in a
+    /// checkpoint).
+    Recompute,
+}
+
+/// A region about to be called; see [`region`].
+#[must_use = "a region does nothing until `call`ed"]
+pub struct Region {
+    name: Cow<'static, str>,
+    policy: Policy,
+    location: &'static Location<'static>,
+}
+
+/// A region named `name` with `policy`. Outside a checkpoint it is a plain
+/// call. The call site is recorded for diagnostics.
+///
+/// ```
+/// use remat_runtime::{region, Policy};
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let y = region("double", Policy::Save).call(&x, |x| x * 2);
+/// ```
+#[track_caller]
+pub fn region(name: impl Into<Cow<'static, str>>, policy: Policy) -> Region {
+    Region {
+        name: name.into(),
+        policy,
+        location: Location::caller(),
+    }
+}
+
+enum Mode {
+    Plain,
+    Run(Arc<CheckpointState>, Phase),
+}
+
+impl Region {
+    /// Where the region was created.
+    pub fn location(&self) -> &'static Location<'static> {
+        self.location
+    }
+
+    /// Runs `body` on `inputs` under the region's policy.
+    ///
+    /// Panics where [`Region::try_call`] returns an error (inside a replay,
+    /// the panic becomes the `Err` of the backward that replays).
+    pub fn call<I: RegionInputs, O: RegionOutput>(self, inputs: I, body: impl FnOnce(I) -> O) -> O {
+        match self.try_call(inputs, body) {
+            Ok(out) => out,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Like [`Region::call`], returning errors as `Err`.
+    ///
+    /// ```
+    /// use remat_runtime::{region, Policy};
+    /// let err = region("", Policy::Save).try_call((), |()| tch::Tensor::ones([1], tch::kind::FLOAT_CPU));
+    /// assert!(err.is_err());
+    /// ```
+    pub fn try_call<I: RegionInputs, O: RegionOutput>(
+        self,
+        inputs: I,
+        body: impl FnOnce(I) -> O,
+    ) -> Result<O> {
+        if self.name.is_empty() {
+            return Err(Error::Region {
+                region: "<empty>".into(),
+                message: format!(
+                    "region names must be non-empty (region created at {})",
+                    self.location
+                ),
+            });
+        }
+        let mode = frame::with_top(|f| {
+            let Some(f) = f else { return Ok(Mode::Plain) };
+            if f.save_depth > 0 {
+                // Inside a Save body the outer region keeps everything.
+                return match self.policy {
+                    Policy::Save => Ok(Mode::Plain),
+                    Policy::Recompute => Err(Error::Region {
+                        region: f.state.region_display(&self.name),
+                        message: "a `recompute` region inside a `save` region never replays, \
+                                  since the outer body is skipped on replay; make the inner \
+                                  region `save`, or the outer one `recompute`"
+                            .into(),
+                    }),
+                };
+            }
+            if !f.claimed.insert(self.name.to_string()) {
+                return Err(Error::Region {
+                    region: f.state.region_display(&self.name),
+                    message: format!(
+                        "the name is used twice in one {} of checkpoint `{}`; names must be \
+                         unique within a checkpoint: give each call its own name (e.g. with \
+                         an index)",
+                        f.phase.describe(),
+                        f.state.display_name()
+                    ),
+                });
+            }
+            Ok(Mode::Run(f.state.clone(), f.phase))
+        })?;
+        let (state, phase) = match mode {
+            Mode::Plain => return Ok(body(inputs)),
+            Mode::Run(state, phase) => (state, phase),
+        };
+        match (phase, self.policy) {
+            (Phase::Forward, Policy::Recompute) => {
+                persist(&state, &input_tensors(&inputs));
+                let parts = body(inputs).into_parts();
+                reject_grad_leaves(&state.region_display(&self.name), &parts)?;
+                O::from_parts(parts)
+            }
+            (Phase::Forward, Policy::Save) => {
+                save_region::forward(&state, &self.name, inputs, body)
+            }
+            (Phase::Recompute, Policy::Recompute) => {
+                if lock(&state.inner).records.contains_key(self.name.as_ref()) {
+                    return Err(Error::Region {
+                        region: state.region_display(&self.name),
+                        message: "the forward ran it as `save` but replay runs it as \
+                                  `recompute`; its policy must not change between forward and \
+                                  replay"
+                            .into(),
+                    });
+                }
+                Ok(body(inputs))
+            }
+            (Phase::Recompute, Policy::Save) => save_region::replay(&state, &self.name, inputs),
+        }
+    }
+}
+
+/// Declares that bare code is about to read `t`: if `t` is (a view of) a
+/// `Save` region's output in the running checkpoint's forward, the region
+/// keeps it so that replay can serve it. Anywhere else it does nothing.
+///
+/// ```
+/// let t = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// remat_runtime::recompute_needs_tensor(&t); // no checkpoint: nothing happens
+/// ```
+pub fn recompute_needs_tensor(t: &Tensor) {
+    let state = frame::with_top(|f| match f {
+        Some(f) if f.phase == Phase::Forward => Some(f.state.clone()),
+        _ => None,
+    });
+    if let Some(state) = state {
+        persist(&state, &[t.shallow_clone()]);
+    }
+}

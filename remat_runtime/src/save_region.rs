@@ -1,0 +1,357 @@
+//! `Save` regions: run once on the forward with their saves kept; skipped on
+//! replay, where their outputs are served (if a consumer asked) or stand in
+//! as placeholders.
+
+use crate::bridge::{
+    graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder, storage_key,
+    tensor_version, HookPair, Payload, PlaceholderSpec, StorageKey,
+};
+use crate::checkpoint::CheckpointState;
+use crate::error::{Error, Result};
+use crate::frame;
+use crate::holder::lock;
+use crate::io::{input_tensors, RegionInputs, RegionOutput};
+use crate::nodes::non_leaf;
+use crate::saved_hooks::SavedTensorsHooks;
+use crate::saved_input::{classify, rebuild, InputInfo, ViewSpec};
+use crate::state_hooks::{restore_all, snapshot_all, Snapshots};
+use std::any::Any;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use tch::Tensor;
+
+/// What the forward of one `Save` region recorded for its replay.
+pub(crate) struct SaveRecord {
+    /// `checkpoint::region`.
+    pub display: String,
+    inner: Mutex<RecordInner>,
+}
+
+struct OutputSpec {
+    spec: PlaceholderSpec,
+    requires_grad: bool,
+}
+
+/// A persisted output: a detached alias and its version when kept.
+struct Slot {
+    value: Tensor,
+    version: u32,
+}
+
+struct Recipe {
+    input: usize,
+    view: Option<ViewSpec>,
+    name: String,
+}
+
+#[derive(Default)]
+struct RecordInner {
+    inputs: Vec<InputInfo>,
+    exit_snapshots: Snapshots,
+    outputs: Vec<Option<OutputSpec>>,
+    slots: Vec<Option<Slot>>,
+    recipes: Vec<Recipe>,
+    rebuilt: Vec<Option<Tensor>>,
+    identity_storages: HashSet<StorageKey>,
+    unnamed: usize,
+}
+
+impl SaveRecord {
+    fn error(&self, message: impl Into<String>) -> Error {
+        Error::Region {
+            region: self.display.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Keeps output `slot` for replay (idempotent).
+    pub(crate) fn persist(&self, slot: usize, output: &Tensor) {
+        let mut inner = lock(&self.inner);
+        if let Some(s @ None) = inner.slots.get_mut(slot) {
+            let value = output.detach();
+            let version = tensor_version(&value).unwrap_or(0);
+            *s = Some(Slot { value, version });
+        }
+    }
+}
+
+/// What a `Save` region's saves become.
+enum Saved {
+    /// Rebuilt from a replayed input.
+    Rebuilt {
+        record: Arc<SaveRecord>,
+        slot: usize,
+    },
+    /// Kept as is (a detached alias), with the version it had.
+    Kept {
+        value: Tensor,
+        version: u32,
+        name: String,
+        region: Arc<SaveRecord>,
+    },
+}
+
+/// The hook a `Save` body runs under: it shadows the checkpoint's holders.
+struct SaveHooks(Arc<SaveRecord>);
+
+impl HookPair for SaveHooks {
+    fn pack(&self, tensor: Tensor) -> std::result::Result<Payload, String> {
+        let record = &self.0;
+        let mut inner = lock(&record.inner);
+        let name = format!("saved.{}", inner.unnamed);
+        inner.unnamed += 1;
+        if let Some((input, view)) = classify(&tensor, &inner.inputs) {
+            let slot = inner.recipes.len();
+            inner.recipes.push(Recipe { input, view, name });
+            inner.rebuilt.push(None);
+            return Ok(Box::new(Saved::Rebuilt {
+                record: record.clone(),
+                slot,
+            }));
+        }
+        if let Some(key) = storage_key(&tensor) {
+            inner.identity_storages.insert(key);
+        }
+        let version = tensor_version(&tensor).map_err(|e| e.to_string())?;
+        Ok(Box::new(Saved::Kept {
+            value: tensor,
+            version,
+            name,
+            region: record.clone(),
+        }))
+    }
+
+    fn unpack(&self, payload: &(dyn Any + Send)) -> std::result::Result<Tensor, String> {
+        match payload.downcast_ref::<Saved>() {
+            Some(Saved::Rebuilt { record, slot }) => {
+                let inner = lock(&record.inner);
+                match inner.rebuilt.get(*slot) {
+                    Some(Some(t)) => Ok(t.shallow_clone()),
+                    _ => Err(record
+                        .error(format!(
+                            "its saved input `{}` was not rebuilt by a replay; forward and \
+                             replay followed different code paths",
+                            inner.recipes[*slot].name
+                        ))
+                        .to_string()),
+                }
+            }
+            Some(Saved::Kept {
+                value,
+                version,
+                name,
+                region,
+            }) => {
+                let now = tensor_version(value).map_err(|e| e.to_string())?;
+                if now != *version {
+                    return Err(region
+                        .error(format!(
+                            "saved tensor `{name}` was modified in place after it was saved \
+                             (version {version}, now {now}); clone it before modifying it"
+                        ))
+                        .to_string());
+                }
+                Ok(value.shallow_clone())
+            }
+            None => Err("remat internal error: foreign payload in a Save region".into()),
+        }
+    }
+}
+
+/// Runs a `Save` region on the forward.
+pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
+    state: &Arc<CheckpointState>,
+    name: &str,
+    inputs: I,
+    body: impl FnOnce(I) -> O,
+) -> Result<O> {
+    let display = state.region_display(name);
+    let infos = {
+        let inner = lock(&state.inner);
+        input_tensors(&inputs)
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| InputInfo::new(i, t, inner.persist.contains(t)))
+            .collect()
+    };
+    let record = Arc::new(SaveRecord {
+        display,
+        inner: Mutex::new(RecordInner {
+            inputs: infos,
+            ..RecordInner::default()
+        }),
+    });
+    lock(&state.inner)
+        .records
+        .insert(name.to_string(), record.clone());
+    let out = {
+        let _hooks = SavedTensorsHooks::push(Some(Arc::new(SaveHooks(record.clone()))));
+        let _save = frame::enter_save_body();
+        body(inputs)
+    };
+    let exit = snapshot_all(&state.state_hooks);
+    let parts = out.into_parts();
+    reject_grad_leaves(&record.display, &parts)?;
+    let eager: Vec<usize> = {
+        let mut inner = lock(&record.inner);
+        inner.exit_snapshots = exit;
+        inner.inputs.clear();
+        inner.outputs = parts
+            .iter()
+            .map(|p| {
+                p.as_ref().map(|t| OutputSpec {
+                    spec: PlaceholderSpec::of(t),
+                    requires_grad: t.requires_grad(),
+                })
+            })
+            .collect();
+        inner.slots = parts.iter().map(|_| None).collect();
+        // An output sharing storage with a kept save is resident anyway.
+        parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.as_ref()
+                    .and_then(storage_key)
+                    .is_some_and(|k| inner.identity_storages.contains(&k))
+            })
+            .map(|(i, _)| i)
+            .collect()
+    };
+    {
+        let mut inner = lock(&state.inner);
+        for (i, t) in parts.iter().enumerate() {
+            if let Some(t) = t {
+                inner.persist.register(&record, i, t);
+            }
+        }
+    }
+    for i in eager {
+        if let Some(t) = &parts[i] {
+            record.persist(i, t);
+        }
+    }
+    O::from_parts(parts)
+}
+
+/// A `Save` region reached on replay: its body is skipped.
+pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
+    state: &Arc<CheckpointState>,
+    name: &str,
+    inputs: I,
+) -> Result<O> {
+    let record = lock(&state.inner)
+        .records
+        .get(name)
+        .cloned()
+        .ok_or_else(|| Error::Region {
+            region: state.region_display(name),
+            message: "replay reached this `save` region but the forward did not record it; \
+                  forward and replay followed different code paths (or the region's policy \
+                  differs between them)"
+                .into(),
+        })?;
+    let mut inner = lock(&record.inner);
+    restore_all(&state.state_hooks, &inner.exit_snapshots);
+    if !inner.recipes.is_empty() {
+        let replayed = input_tensors(&inputs);
+        for slot in 0..inner.recipes.len() {
+            let recipe = &inner.recipes[slot];
+            let base = replayed.get(recipe.input).ok_or_else(|| {
+                record.error("replay passed it fewer tensor inputs than the forward did; forward and replay followed different code paths")
+            })?;
+            if is_placeholder(base) {
+                return Err(record.error(format!(
+                    "it saved an input (`{}`) for backward that replay was expected to \
+                     reproduce, but that input replays as a placeholder: it is bare code's \
+                     view or result of an upstream `save` region's output. Make that \
+                     producer a `recompute` region, or pass its output to this region directly",
+                    recipe.name
+                )));
+            }
+            let value = rebuild(base, &recipe.view).map_err(|m| record.error(m))?;
+            inner.rebuilt[slot] = Some(value);
+        }
+    }
+    let pop = graph_task_id().is_some() && !graph_task_keeps_graph();
+    let mut served = Vec::with_capacity(inner.outputs.len());
+    for i in 0..inner.outputs.len() {
+        let Some(out) = &inner.outputs[i] else {
+            served.push(None);
+            continue;
+        };
+        let (spec, requires_grad) = (out.spec.clone(), out.requires_grad);
+        let slot = if pop {
+            inner.slots[i].take()
+        } else {
+            inner.slots[i].as_ref().map(|s| Slot {
+                value: s.value.shallow_clone(),
+                version: s.version,
+            })
+        };
+        served.push(Some((i, spec, requires_grad, slot)));
+    }
+    let n_outputs = inner.outputs.len();
+    drop(inner);
+    let mut parts = Vec::with_capacity(served.len());
+    for entry in served {
+        let Some((i, spec, requires_grad, slot)) = entry else {
+            parts.push(None);
+            continue;
+        };
+        let value = match slot {
+            Some(slot) => {
+                let now = tensor_version(&slot.value)?;
+                if now != slot.version {
+                    return Err(record.error(format!(
+                        "output {i} was modified in place after it was kept for replay; \
+                         clone it before modifying it"
+                    )));
+                }
+                slot.value.detach()
+            }
+            None => placeholder(&spec, &placeholder_message(&record, i, n_outputs))?,
+        };
+        parts.push(Some(if requires_grad {
+            non_leaf(&value)?
+        } else {
+            value
+        }));
+    }
+    O::from_parts(parts)
+}
+
+fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize) -> String {
+    let source = if n_outputs == 1 {
+        format!("{}.out", record.display)
+    } else {
+        format!("{}.{slot}", record.display)
+    };
+    format!(
+        "`{source}` is a placeholder: region `{region}` is a `save` region, so replay skips \
+         it and serves only the outputs that some replayed code asked to keep; code that \
+         replays read this one's data without asking. Fix: call \
+         `recompute_needs_tensor(&t)` on it right before the bare code that reads it (`needs \
+         t;` in `remat!`), or pass it to a `recompute` region, which asks automatically.",
+        region = record.display
+    )
+}
+
+/// A region must return computed values, not fresh leaves requiring grad.
+pub(crate) fn reject_grad_leaves(display: &str, parts: &[Option<Tensor>]) -> Result<()> {
+    for (i, t) in parts.iter().enumerate() {
+        if let Some(t) = t {
+            if t.requires_grad() && is_leaf(t) {
+                return Err(Error::Region {
+                    region: display.to_string(),
+                    message: format!(
+                        "output {i} is a leaf tensor that requires grad (an allocation, not a \
+                         computation); create it outside the checkpoint, or do not wrap that \
+                         code in a region"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,134 @@
+//! Saved tensors of a `Save` region that are its inputs (or views inside
+//! them): when replay reproduces those inputs, they are rebuilt from the
+//! replayed input instead of being kept.
+
+use crate::bridge::{is_placeholder, storage_key, storage_offset, tensor_version, WeakStorage};
+use tch::{Kind, Tensor};
+
+/// What a `Save` region knew about a tensor input at entry.
+pub(crate) struct InputInfo {
+    /// Position among the region's tensor inputs.
+    pub index: usize,
+    storage: WeakStorage,
+    kind: Kind,
+    sizes: Vec<i64>,
+    strides: Vec<i64>,
+    offset: i64,
+    version: u32,
+    /// The input is (a view of) an upstream `Save` output: replay serves it
+    /// (or a placeholder), so nothing can be rebuilt from it.
+    stub: bool,
+}
+
+impl InputInfo {
+    pub(crate) fn new(index: usize, t: &Tensor, stub: bool) -> Option<Self> {
+        if is_placeholder(t) {
+            return None;
+        }
+        Some(InputInfo {
+            index,
+            storage: WeakStorage::new(t)?,
+            kind: t.kind(),
+            sizes: t.size(),
+            strides: t.stride(),
+            offset: storage_offset(t),
+            version: tensor_version(t).ok()?,
+            stub,
+        })
+    }
+
+    fn same_storage(&self, t: &Tensor) -> bool {
+        self.storage.is_alive() && storage_key(t) == Some(self.storage.key())
+    }
+}
+
+/// How to cut a saved view out of the replayed input.
+#[derive(Clone, Debug)]
+pub(crate) struct ViewSpec {
+    sizes: Vec<i64>,
+    strides: Vec<i64>,
+    relative_offset: i64,
+    base_sizes: Vec<i64>,
+    base_strides: Vec<i64>,
+}
+
+/// Which input `t` can be rebuilt from, if any: the input itself (`None`
+/// spec) or a view inside it. A tensor modified in place since entry is kept.
+pub(crate) fn classify(t: &Tensor, inputs: &[InputInfo]) -> Option<(usize, Option<ViewSpec>)> {
+    if is_placeholder(t) {
+        return None;
+    }
+    let version = tensor_version(t).ok()?;
+    let (sizes, strides, offset) = (t.size(), t.stride(), storage_offset(t));
+    if let Some(info) = inputs.iter().find(|i| {
+        i.same_storage(t)
+            && i.kind == t.kind()
+            && i.offset == offset
+            && i.sizes == sizes
+            && i.strides == strides
+    }) {
+        return (!info.stub && version == info.version).then_some((info.index, None));
+    }
+    let numel: i64 = sizes.iter().product();
+    if numel == 0 || strides.iter().any(|&s| s < 0) {
+        return None;
+    }
+    let info = inputs.iter().find(|i| {
+        !i.stub
+            && i.same_storage(t)
+            && i.kind == t.kind()
+            && i.strides.iter().all(|&s| s >= 0)
+            && contains(i.offset, &i.sizes, &i.strides, offset, &sizes, &strides)
+    })?;
+    (version == info.version).then(|| {
+        (
+            info.index,
+            Some(ViewSpec {
+                sizes,
+                strides,
+                relative_offset: offset - info.offset,
+                base_sizes: info.sizes.clone(),
+                base_strides: info.strides.clone(),
+            }),
+        )
+    })
+}
+
+/// One past the last element a layout addresses, relative to its offset.
+fn extent(sizes: &[i64], strides: &[i64]) -> i64 {
+    if sizes.contains(&0) {
+        return 0;
+    }
+    1 + sizes
+        .iter()
+        .zip(strides)
+        .map(|(n, s)| (n - 1) * s)
+        .sum::<i64>()
+}
+
+fn contains(base_off: i64, bs: &[i64], bst: &[i64], off: i64, s: &[i64], st: &[i64]) -> bool {
+    let (b_end, end) = (base_off + extent(bs, bst), off + extent(s, st));
+    off >= base_off && end <= b_end
+}
+
+/// The saved value rebuilt from the replayed input `base`.
+pub(crate) fn rebuild(base: &Tensor, view: &Option<ViewSpec>) -> Result<Tensor, String> {
+    let Some(v) = view else {
+        return Ok(base.detach());
+    };
+    if base.size() != v.base_sizes || base.stride() != v.base_strides {
+        return Err(format!(
+            "it saved a view of an input for backward, but replay reproduced that input with \
+             another layout (expected sizes {:?} strides {:?}, got {:?} {:?}), so the view \
+             cannot be rebuilt",
+            v.base_sizes,
+            v.base_strides,
+            base.size(),
+            base.stride()
+        ));
+    }
+    let offset = storage_offset(base) + v.relative_offset;
+    Ok(base
+        .as_strided(v.sizes.as_slice(), v.strides.as_slice(), Some(offset))
+        .detach())
+}

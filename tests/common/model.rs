@@ -1,0 +1,319 @@
+//! The reference model (shared/design/reference-model.md): a GPT-style
+//! byte-level language model written with the functional ops the design
+//! fixes, under each checkpointing policy.
+
+use remat::{checkpoint, recompute_needs_tensor, region, Policy};
+use tch::{Device, Kind, Tensor};
+
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub d: i64,
+    pub h: i64,
+    pub t: i64,
+    pub b: i64,
+    pub l: i64,
+}
+
+pub const SMALL: Config = Config {
+    d: 64,
+    h: 4,
+    t: 32,
+    b: 2,
+    l: 2,
+};
+pub const VOCAB: i64 = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelPolicy {
+    None,
+    Full,
+    Selective,
+    SaveMlp,
+}
+
+pub const POLICIES: [ModelPolicy; 4] = [
+    ModelPolicy::None,
+    ModelPolicy::Full,
+    ModelPolicy::Selective,
+    ModelPolicy::SaveMlp,
+];
+
+pub struct Block {
+    pub index: usize,
+    pub cfg: Config,
+    pub ln1_w: Tensor,
+    pub ln1_b: Tensor,
+    pub qkv_w: Tensor,
+    pub qkv_b: Tensor,
+    pub proj_w: Tensor,
+    pub proj_b: Tensor,
+    pub ln2_w: Tensor,
+    pub ln2_b: Tensor,
+    pub fc1_w: Tensor,
+    pub fc1_b: Tensor,
+    pub fc2_w: Tensor,
+    pub fc2_b: Tensor,
+}
+
+pub struct Model {
+    pub cfg: Config,
+    pub tok_emb: Tensor,
+    pub pos_emb: Tensor,
+    pub blocks: Vec<Block>,
+    pub lnf_w: Tensor,
+    pub lnf_b: Tensor,
+    pub head_w: Tensor,
+    pub head_b: Tensor,
+}
+
+fn normal(shape: &[i64]) -> Tensor {
+    (Tensor::randn(shape, (Kind::Float, Device::Cpu)) * 0.02).set_requires_grad(true)
+}
+fn zeros(shape: &[i64]) -> Tensor {
+    Tensor::zeros(shape, (Kind::Float, Device::Cpu)).set_requires_grad(true)
+}
+fn ones(shape: &[i64]) -> Tensor {
+    Tensor::ones(shape, (Kind::Float, Device::Cpu)).set_requires_grad(true)
+}
+
+impl Model {
+    pub fn new(cfg: Config, seed: i64) -> Model {
+        tch::manual_seed(seed);
+        let d = cfg.d;
+        let blocks = (0..cfg.l as usize)
+            .map(|index| Block {
+                index,
+                cfg,
+                ln1_w: ones(&[d]),
+                ln1_b: zeros(&[d]),
+                qkv_w: normal(&[3 * d, d]),
+                qkv_b: zeros(&[3 * d]),
+                proj_w: normal(&[d, d]),
+                proj_b: zeros(&[d]),
+                ln2_w: ones(&[d]),
+                ln2_b: zeros(&[d]),
+                fc1_w: normal(&[4 * d, d]),
+                fc1_b: zeros(&[4 * d]),
+                fc2_w: normal(&[d, 4 * d]),
+                fc2_b: zeros(&[d]),
+            })
+            .collect();
+        Model {
+            cfg,
+            tok_emb: normal(&[VOCAB, d]),
+            pos_emb: normal(&[cfg.t, d]),
+            blocks,
+            lnf_w: ones(&[d]),
+            lnf_b: zeros(&[d]),
+            head_w: normal(&[VOCAB, d]),
+            head_b: zeros(&[VOCAB]),
+        }
+    }
+
+    /// Every parameter with its reference name.
+    pub fn named_parameters(&self) -> Vec<(String, &Tensor)> {
+        let mut out = vec![
+            ("tok_emb".to_string(), &self.tok_emb),
+            ("pos_emb".to_string(), &self.pos_emb),
+        ];
+        for b in &self.blocks {
+            let i = b.index;
+            for (n, t) in [
+                ("ln1.weight", &b.ln1_w),
+                ("ln1.bias", &b.ln1_b),
+                ("attn.qkv.weight", &b.qkv_w),
+                ("attn.qkv.bias", &b.qkv_b),
+                ("attn.proj.weight", &b.proj_w),
+                ("attn.proj.bias", &b.proj_b),
+                ("ln2.weight", &b.ln2_w),
+                ("ln2.bias", &b.ln2_b),
+                ("mlp.fc1.weight", &b.fc1_w),
+                ("mlp.fc1.bias", &b.fc1_b),
+                ("mlp.fc2.weight", &b.fc2_w),
+                ("mlp.fc2.bias", &b.fc2_b),
+            ] {
+                out.push((format!("layers.{i}.{n}"), t));
+            }
+        }
+        out.extend([
+            ("ln_f.weight".to_string(), &self.lnf_w),
+            ("ln_f.bias".to_string(), &self.lnf_b),
+            ("head.weight".to_string(), &self.head_w),
+            ("head.bias".to_string(), &self.head_b),
+        ]);
+        out
+    }
+
+    pub fn zero_grad(&self) {
+        for (_, p) in self.named_parameters() {
+            let mut g = p.grad();
+            if g.defined() {
+                let _ = g.zero_();
+            }
+        }
+    }
+
+    pub fn loss(&self, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
+        let Config { t, b, .. } = self.cfg;
+        let tok = Tensor::embedding(&self.tok_emb, tokens, -1, false, false);
+        let pos = Tensor::embedding(
+            &self.pos_emb,
+            &Tensor::arange(t, (Kind::Int64, Device::Cpu)),
+            -1,
+            false,
+            false,
+        );
+        let mut x = tok + pos;
+        for block in &self.blocks {
+            x = block_forward(block, &x, policy);
+        }
+        let x = x.layer_norm(
+            [self.cfg.d],
+            Some(&self.lnf_w),
+            Some(&self.lnf_b),
+            1e-5,
+            false,
+        );
+        let logits = x.linear(&self.head_w, Some(&self.head_b));
+        logits.view([b * t, VOCAB]).cross_entropy_loss::<Tensor>(
+            &targets.view([b * t]),
+            None,
+            tch::Reduction::Mean,
+            -100,
+            0.0,
+        )
+    }
+}
+
+pub fn attention(p: &Block, h: &Tensor) -> Tensor {
+    let Config {
+        d, h: heads, t, b, ..
+    } = p.cfg;
+    let qkv = h
+        .linear(&p.qkv_w, Some(&p.qkv_b))
+        .view([b, t, 3, heads, d / heads])
+        .permute([2, 0, 3, 1, 4]);
+    let qkv = qkv.unbind(0);
+    let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
+    let scores = q.matmul(&k.transpose(-2, -1)) * (1.0 / ((d / heads) as f64).sqrt());
+    let mask = Tensor::ones([t, t], (Kind::Bool, Device::Cpu)).triu(1);
+    let scores = scores.masked_fill(&mask, f64::NEG_INFINITY);
+    let probs = scores.softmax(-1, Kind::Float);
+    let ctx = probs.matmul(v).transpose(1, 2).reshape([b, t, d]);
+    ctx.linear(&p.proj_w, Some(&p.proj_b))
+}
+
+pub fn mlp(p: &Block, h: &Tensor) -> Tensor {
+    h.linear(&p.fc1_w, Some(&p.fc1_b))
+        .gelu("none")
+        .linear(&p.fc2_w, Some(&p.fc2_b))
+}
+
+pub fn ln(x: &Tensor, w: &Tensor, b: &Tensor, d: i64) -> Tensor {
+    x.layer_norm([d], Some(w), Some(b), 1e-5, false)
+}
+
+/// The block body under a policy (`None` and `Full` have no regions).
+pub fn block_body(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
+    let d = p.cfg.d;
+    let h = ln(x, &p.ln1_w, &p.ln1_b, d);
+    let attn = match policy {
+        ModelPolicy::Selective => {
+            let a = region("attention", Policy::Save).call(&h, |h| attention(p, h));
+            recompute_needs_tensor(&a);
+            a
+        }
+        ModelPolicy::SaveMlp => {
+            region("attention", Policy::Recompute).call(&h, |h| attention(p, h))
+        }
+        _ => attention(p, &h),
+    };
+    let x = x + attn;
+    let h = ln(&x, &p.ln2_w, &p.ln2_b, d);
+    let m = match policy {
+        ModelPolicy::Selective => region("mlp", Policy::Recompute).call(&h, |h| mlp(p, h)),
+        ModelPolicy::SaveMlp => {
+            let m = region("mlp", Policy::Save).call(&h, |h| mlp(p, h));
+            recompute_needs_tensor(&m);
+            m
+        }
+        _ => mlp(p, &h),
+    };
+    x + m
+}
+
+impl Model {
+    /// An independent model with the same parameter values.
+    pub fn deep_copy(&self) -> Model {
+        let c = |t: &Tensor| t.detach().copy().set_requires_grad(true);
+        Model {
+            cfg: self.cfg,
+            tok_emb: c(&self.tok_emb),
+            pos_emb: c(&self.pos_emb),
+            blocks: self
+                .blocks
+                .iter()
+                .map(|b| Block {
+                    index: b.index,
+                    cfg: b.cfg,
+                    ln1_w: c(&b.ln1_w),
+                    ln1_b: c(&b.ln1_b),
+                    qkv_w: c(&b.qkv_w),
+                    qkv_b: c(&b.qkv_b),
+                    proj_w: c(&b.proj_w),
+                    proj_b: c(&b.proj_b),
+                    ln2_w: c(&b.ln2_w),
+                    ln2_b: c(&b.ln2_b),
+                    fc1_w: c(&b.fc1_w),
+                    fc1_b: c(&b.fc1_b),
+                    fc2_w: c(&b.fc2_w),
+                    fc2_b: c(&b.fc2_b),
+                })
+                .collect(),
+            lnf_w: c(&self.lnf_w),
+            lnf_b: c(&self.lnf_b),
+            head_w: c(&self.head_w),
+            head_b: c(&self.head_b),
+        }
+    }
+}
+
+impl Block {
+    /// Handles to the same parameters, for a checkpoint closure to own.
+    pub fn shallow(&self) -> Block {
+        Block {
+            index: self.index,
+            cfg: self.cfg,
+            ln1_w: self.ln1_w.shallow_clone(),
+            ln1_b: self.ln1_b.shallow_clone(),
+            qkv_w: self.qkv_w.shallow_clone(),
+            qkv_b: self.qkv_b.shallow_clone(),
+            proj_w: self.proj_w.shallow_clone(),
+            proj_b: self.proj_b.shallow_clone(),
+            ln2_w: self.ln2_w.shallow_clone(),
+            ln2_b: self.ln2_b.shallow_clone(),
+            fc1_w: self.fc1_w.shallow_clone(),
+            fc1_b: self.fc1_b.shallow_clone(),
+            fc2_w: self.fc2_w.shallow_clone(),
+            fc2_b: self.fc2_b.shallow_clone(),
+        }
+    }
+}
+
+pub fn block_forward(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
+    if policy == ModelPolicy::None {
+        return block_body(p, x, policy);
+    }
+    let p2 = p.shallow();
+    checkpoint(format!("layers.{}", p.index)).call(x, move |x| block_body(&p2, &x, policy))
+}
+
+/// Deterministic tokens and next-byte targets.
+pub fn batch(cfg: Config, seed: i64) -> (Tensor, Tensor) {
+    tch::manual_seed(seed);
+    let data = Tensor::randint(VOCAB, [cfg.b, cfg.t + 1], (Kind::Int64, Device::Cpu));
+    (
+        data.narrow(1, 0, cfg.t).contiguous(),
+        data.narrow(1, 1, cfg.t).contiguous(),
+    )
+}

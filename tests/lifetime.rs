@@ -1,0 +1,90 @@
+//! Checkpoint state lifetime, checked with the process-wide live count: in a
+//! test binary of its own, one test, so nothing else runs meanwhile.
+
+mod common;
+
+use common::{assert_bitwise, message};
+use remat::{checkpoint, is_recomputing, live_checkpoints, recompute_needs_tensor, region, Policy};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tch::{Kind, Tensor};
+
+fn input() -> Tensor {
+    Tensor::from_slice(&[0.3f32, -1.2, 0.7, 2.0])
+        .view([2, 2])
+        .set_requires_grad(true)
+}
+
+fn counter() -> Arc<AtomicUsize> {
+    Arc::new(AtomicUsize::new(0))
+}
+
+fn grad_of(x: &Tensor, loss: &Tensor) -> Tensor {
+    let _ = x.grad().f_zero_();
+    loss.backward();
+    x.grad().copy()
+}
+
+#[test]
+fn checkpoint_state_lives_exactly_as_long_as_its_graph() {
+    a_panic_on_the_forward_leaves_nothing_behind();
+    a_graph_dropped_without_backward_frees_its_checkpoints();
+    grad_mode_off_runs_the_closure_once_as_plain_code();
+    assert_eq!(live_checkpoints(), 0);
+}
+
+fn a_panic_on_the_forward_leaves_nothing_behind() {
+    let x = input();
+    let before = live_checkpoints();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        checkpoint("c").call(&x, |x| {
+            let _a = region("p", Policy::Save).call(&x, |x| x.sin());
+            panic!("body failed")
+        })
+    }));
+    assert!(message::<Tensor>(r).contains("body failed"));
+    assert!(!is_recomputing());
+    // Plain autograd and the next checkpoint work normally.
+    let g = grad_of(&x, &x.sin().sum(Kind::Float));
+    assert_bitwise(&g, &tch::no_grad(|| x.cos()), "plain gradient");
+    let y = checkpoint("d").call(&x, |x| {
+        region("p", Policy::Recompute)
+            .call(&x, |x| x.sin())
+            .sum(Kind::Float)
+    });
+    assert_bitwise(
+        &grad_of(&x, &y),
+        &tch::no_grad(|| x.cos()),
+        "checkpoint gradient",
+    );
+    assert_eq!(live_checkpoints(), before);
+}
+
+fn a_graph_dropped_without_backward_frees_its_checkpoints() {
+    let before = live_checkpoints();
+    let x = input();
+    let y = checkpoint("c").call(&x, |x| {
+        let a = region("p", Policy::Save).call(&x, |x| x.sin());
+        recompute_needs_tensor(&a);
+        (a * 2).exp()
+    });
+    assert_eq!(live_checkpoints(), before + 1);
+    drop(y);
+    assert_eq!(live_checkpoints(), before);
+}
+
+fn grad_mode_off_runs_the_closure_once_as_plain_code() {
+    let runs = counter();
+    let r = runs.clone();
+    let x = input();
+    let y = tch::no_grad(|| {
+        checkpoint("c").call(&x, move |x| {
+            r.fetch_add(1, Ordering::SeqCst);
+            region("p", Policy::Save).call(&x, |x| x.sin())
+        })
+    });
+    assert!(!y.requires_grad());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(live_checkpoints(), 0);
+}

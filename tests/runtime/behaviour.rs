@@ -1,0 +1,464 @@
+//! Saves, persistence, nesting, faults, retain_graph, state hooks,
+//! determinism and threads, on small closures whose work can be counted.
+
+use crate::common::assert_bitwise;
+use remat::{
+    backward_with, checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor, region,
+    Determinism, Policy, RecomputeStateHook,
+};
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tch::{Device, Kind, Tensor};
+
+fn input() -> Tensor {
+    Tensor::from_slice(&[0.3f32, -1.2, 0.7, 2.0])
+        .view([2, 2])
+        .set_requires_grad(true)
+}
+
+fn counter() -> Arc<AtomicUsize> {
+    Arc::new(AtomicUsize::new(0))
+}
+
+fn grad_of(x: &Tensor, loss: &Tensor) -> Tensor {
+    let _ = x.grad().f_zero_();
+    loss.backward();
+    x.grad().copy()
+}
+
+#[test]
+fn save_bodies_run_once_and_recompute_bodies_replay_once_per_backward() {
+    let (saves, recomputes, bare) = (counter(), counter(), counter());
+    let (s, r, b) = (saves.clone(), recomputes.clone(), bare.clone());
+    let x = input();
+    let y = checkpoint("c").call(&x, move |x| {
+        b.fetch_add(1, Ordering::SeqCst);
+        let a = region("a", Policy::Save).call(&x, |x| {
+            s.fetch_add(1, Ordering::SeqCst);
+            x.sin().exp()
+        });
+        recompute_needs_tensor(&a);
+        region("m", Policy::Recompute).call(&(&a * 3), |h| {
+            r.fetch_add(1, Ordering::SeqCst);
+            h.tanh().sum(Kind::Float)
+        })
+    });
+    let counts = |c: &Arc<AtomicUsize>| c.load(Ordering::SeqCst);
+    assert_eq!(
+        (counts(&saves), counts(&recomputes), counts(&bare)),
+        (1, 1, 1)
+    );
+    let g = grad_of(&x, &y);
+    assert_eq!(
+        (counts(&saves), counts(&recomputes), counts(&bare)),
+        (1, 2, 2)
+    );
+    let expected = {
+        let x2 = input();
+        grad_of(&x2, &(x2.sin().exp() * 3).tanh().sum(Kind::Float))
+    };
+    assert_bitwise(&g, &expected, "gradient");
+}
+
+/// Records, during replay, whether the value bare code sees is a placeholder.
+fn replay_sees(consumer: Policy, mark: bool) -> (bool, Result<Tensor, String>) {
+    let seen = Arc::new(AtomicBool::new(false));
+    let s = seen.clone();
+    let x = input();
+    let y = checkpoint("blk").call(&x, move |x| {
+        let a = region("producer", Policy::Save).call(&x, |x| x * 2);
+        if mark {
+            recompute_needs_tensor(&a);
+        }
+        let c = region("consumer", consumer).call(&a, |a| a.sin());
+        recompute_needs_tensor(&c);
+        if is_recomputing() {
+            s.store(is_placeholder(&a), Ordering::SeqCst);
+        }
+        c.cos()
+    });
+    let result = y
+        .sum(Kind::Float)
+        .f_backward()
+        .map(|_| x.grad())
+        .map_err(|e| remat::Error::from(e).to_string());
+    (seen.load(Ordering::SeqCst), result)
+}
+
+#[test]
+fn a_save_output_consumed_by_a_recompute_region_is_served() {
+    let (placeholder, result) = replay_sees(Policy::Recompute, false);
+    assert!(!placeholder);
+    let g = result.unwrap();
+    let x = input();
+    let expected = grad_of(&x, &(&x * 2).sin().cos().sum(Kind::Float));
+    assert_bitwise(&g, &expected, "gradient");
+}
+
+#[test]
+fn a_save_output_consumed_only_by_save_regions_is_a_placeholder() {
+    let (placeholder, result) = replay_sees(Policy::Save, false);
+    assert!(placeholder);
+    assert!(result.unwrap().defined());
+}
+
+#[test]
+fn a_bare_read_without_the_mark_fails_on_replay_with_the_fix() {
+    let x = input();
+    let y = checkpoint("layers.3").call(&x, |x| {
+        let a = region("attention", Policy::Save).call(&x, |x| x * 2);
+        (&a + 1.0).sin()
+    });
+    let err = remat::Error::from(y.sum(Kind::Float).f_backward().unwrap_err()).to_string();
+    for part in [
+        "`layers.3::attention.out` is a placeholder",
+        "recompute_needs_tensor",
+        "checkpoint `layers.3`",
+    ] {
+        assert!(err.contains(part), "missing {part:?} in: {err}");
+    }
+}
+
+#[test]
+fn with_the_mark_the_bare_read_works() {
+    let x = input();
+    let y = checkpoint("c").call(&x, |x| {
+        let a = region("attention", Policy::Save).call(&x, |x| x * 2);
+        recompute_needs_tensor(&a);
+        (&a + 1.0).sin()
+    });
+    let g = grad_of(&x, &y.sum(Kind::Float));
+    let x2 = input();
+    assert_bitwise(
+        &g,
+        &grad_of(&x2, &((&x2 * 2) + 1.0).sin().sum(Kind::Float)),
+        "gradient",
+    );
+}
+
+#[test]
+fn a_bare_view_passed_to_a_recompute_region_persists_the_producer() {
+    let x = input();
+    let y = checkpoint("c").call(&x, |x| {
+        let a = region("p", Policy::Save).call(&x, |x| x * 2);
+        let v = a.narrow(0, 1, 1);
+        region("q", Policy::Recompute).call(&v, |v| v.sin())
+    });
+    let g = grad_of(&x, &y.sum(Kind::Float));
+    let x2 = input();
+    assert_bitwise(
+        &g,
+        &grad_of(&x2, &(&x2 * 2).narrow(0, 1, 1).sin().sum(Kind::Float)),
+        "gradient",
+    );
+}
+
+#[test]
+fn an_output_its_own_region_saves_is_persisted_for_free() {
+    let x = input();
+    // exp saves its result: the output is resident anyway, so bare code may read it.
+    let y = checkpoint("c").call(&x, |x| {
+        let a = region("p", Policy::Save).call(&x, |x| (x * 1.5).exp());
+        (&a * 2.0).sin()
+    });
+    let g = grad_of(&x, &y.sum(Kind::Float));
+    let x2 = input();
+    assert_bitwise(
+        &g,
+        &grad_of(&x2, &((&x2 * 1.5).exp() * 2.0).sin().sum(Kind::Float)),
+        "gradient",
+    );
+}
+
+#[test]
+fn saved_inputs_and_views_of_them_are_rebuilt_and_gradients_stay_exact() {
+    // sin saves its input; linear on a 3-D input saves a 2-D view of it.
+    let x = Tensor::randn([2, 3, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let w = Tensor::randn([5, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let run = |x: &Tensor, w: &Tensor, ckpt: bool| {
+        let body = |x: &Tensor, w: &Tensor| {
+            let h = x.tanh();
+            let a = region("lin", Policy::Save)
+                .call((&h, w), |(h, w)| h.linear::<Tensor>(w, None).sin());
+            recompute_needs_tensor(&a);
+            a * 3
+        };
+        if ckpt {
+            let w = w.shallow_clone();
+            checkpoint("c").call(x, move |x| body(&x, &w))
+        } else {
+            body(x, w)
+        }
+    };
+    let loss = run(&x, &w, true).sum(Kind::Float);
+    loss.backward();
+    let (gx, gw) = (x.grad().copy(), w.grad().copy());
+    let _ = x.grad().zero_();
+    let _ = w.grad().zero_();
+    run(&x, &w, false).sum(Kind::Float).backward();
+    assert_bitwise(&gx, &x.grad(), "x gradient");
+    assert_bitwise(&gw, &w.grad(), "w gradient");
+}
+
+#[test]
+fn an_inner_save_in_a_save_is_inert_and_an_inner_recompute_errors() {
+    let x = input();
+    let y = checkpoint("c").call(&x, |x| {
+        let a = region("outer", Policy::Save)
+            .call(&x, |x| region("inner", Policy::Save).call(x, |x| x.sin()));
+        recompute_needs_tensor(&a);
+        a.cos()
+    });
+    let g = grad_of(&x, &y.sum(Kind::Float));
+    let x2 = input();
+    assert_bitwise(
+        &g,
+        &grad_of(&x2, &x2.sin().cos().sum(Kind::Float)),
+        "gradient",
+    );
+
+    let err = checkpoint("c")
+        .try_call(&x, |x| {
+            region("outer", Policy::Save).call(&x, |x| {
+                region("inner", Policy::Recompute).call(x, |x| x.sin())
+            })
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "region `c::inner`: a `recompute` region inside a `save` region never replays"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn duplicate_names_error_with_checkpoint_and_region() {
+    let x = input();
+    let err = checkpoint("layers.0")
+        .try_call(&x, |x| {
+            let a = region("attention", Policy::Save).call(&x, |x| x.sin());
+            region("attention", Policy::Recompute).call(&a, |a| a.cos())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("region `layers.0::attention`: the name is used twice in one forward"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_replay_that_takes_another_path_errors() {
+    for (name, forward, replay, expected) in [
+        ("missing", Policy::Save, None, "the forward saved"),
+        (
+            "policy",
+            Policy::Save,
+            Some(Policy::Recompute),
+            "the forward ran it as `save` but replay runs it as `recompute`",
+        ),
+        (
+            "new save",
+            Policy::Recompute,
+            Some(Policy::Save),
+            "the forward did not record it",
+        ),
+    ] {
+        let x = input();
+        let y = checkpoint("c").call(&x, move |x| {
+            let policy = if is_recomputing() {
+                replay
+            } else {
+                Some(forward)
+            };
+            let h = x.sin();
+            let a = match policy {
+                Some(p) => region("r", p).call(&h, |h| h.exp()),
+                None => h.exp(),
+            };
+            recompute_needs_tensor(&a);
+            a.cos()
+        });
+        let err = remat::Error::from(y.sum(Kind::Float).f_backward().unwrap_err()).to_string();
+        assert!(err.contains(expected), "{name}: {err}");
+    }
+}
+
+#[test]
+fn a_leaf_requiring_grad_as_region_output_errors() {
+    let x = input();
+    let err = checkpoint("c")
+        .try_call(&x, |x| {
+            region("alloc", Policy::Recompute).call(&x, |_| {
+                Tensor::zeros([2], tch::kind::FLOAT_CPU).set_requires_grad(true)
+            })
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("region `c::alloc`: output 0 is a leaf tensor that requires grad"),
+        "{err}"
+    );
+}
+
+#[test]
+fn modifying_a_kept_tensor_in_place_errors_at_backward() {
+    let x = input();
+    let y = checkpoint("c").call(&x, |x| {
+        let mut a = region("p", Policy::Save).call(&x, |x| (x * 2).exp());
+        let b = a.sin();
+        let _ = a.g_add_(&Tensor::ones([2, 2], tch::kind::FLOAT_CPU));
+        b
+    });
+    let err = remat::Error::from(y.sum(Kind::Float).f_backward().unwrap_err()).to_string();
+    assert!(err.contains("modified in place"), "{err}");
+}
+
+#[test]
+fn retain_graph_replays_again_and_gives_the_same_gradients() {
+    let replays = counter();
+    let r = replays.clone();
+    let x = input();
+    let y = checkpoint("c")
+        .call(&x, move |x| {
+            let a = region("p", Policy::Save).call(&x, |x| x * 2);
+            region("q", Policy::Recompute).call(&a, |a| {
+                r.fetch_add(1, Ordering::SeqCst);
+                a.sin()
+            })
+        })
+        .sum(Kind::Float);
+    backward_with(&y, true).unwrap();
+    let g1 = x.grad().copy();
+    backward_with(&y, false).unwrap();
+    assert_eq!(
+        replays.load(Ordering::SeqCst),
+        3,
+        "forward + one replay per backward"
+    );
+    assert_bitwise(&x.grad(), &(&g1 * 2), "accumulated gradient");
+}
+
+struct Counter(Arc<AtomicU64>);
+
+impl RecomputeStateHook for Counter {
+    fn snapshot(&self) -> Box<dyn Any + Send> {
+        Box::new(self.0.load(Ordering::SeqCst))
+    }
+    fn restore(&self, s: &(dyn Any + Send)) {
+        self.0
+            .store(*s.downcast_ref::<u64>().unwrap(), Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn state_hooks_make_replay_draw_what_the_forward_drew() {
+    let state = Arc::new(AtomicU64::new(10));
+    let draws = Arc::new(Mutex::new(Vec::new()));
+    let (s, d) = (state.clone(), draws.clone());
+    let x = input();
+    let y = checkpoint("c")
+        .state_hook(Counter(state.clone()))
+        .call(&x, move |x| {
+            let draw = |s: &AtomicU64| s.fetch_add(1, Ordering::SeqCst) as f64;
+            let a = region("p", Policy::Save).call(&x, |x| x * draw(&s));
+            recompute_needs_tensor(&a);
+            let k = draw(&s);
+            d.lock().unwrap().push(k);
+            (a * k).sin()
+        });
+    let after_forward = state.load(Ordering::SeqCst);
+    state.store(100, Ordering::SeqCst);
+    let g = grad_of(&x, &y.sum(Kind::Float));
+    assert_eq!(
+        *draws.lock().unwrap(),
+        vec![11.0, 11.0],
+        "replay drew after the skipped region's exit state"
+    );
+    assert_eq!(after_forward, 12);
+    assert_eq!(
+        state.load(Ordering::SeqCst),
+        100,
+        "outer state restored after replay"
+    );
+    let x2 = input();
+    assert_bitwise(
+        &g,
+        &grad_of(&x2, &(&x2 * 10.0 * 11.0).sin().sum(Kind::Float)),
+        "gradient",
+    );
+}
+
+#[test]
+fn dropout_replays_identically_with_a_state_hook_around_the_rng() {
+    struct Seed(Arc<AtomicU64>);
+    impl RecomputeStateHook for Seed {
+        fn snapshot(&self) -> Box<dyn Any + Send> {
+            Box::new(self.0.load(Ordering::SeqCst))
+        }
+        fn restore(&self, s: &(dyn Any + Send)) {
+            self.0
+                .store(*s.downcast_ref::<u64>().unwrap(), Ordering::SeqCst);
+        }
+    }
+    // Each dropout seeds libtorch's generator from the counter, then advances it.
+    let seed = Arc::new(AtomicU64::new(1));
+    let s = seed.clone();
+    let x = Tensor::ones([64], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    let masks = Arc::new(Mutex::new(Vec::new()));
+    let m = masks.clone();
+    let y = checkpoint("c")
+        .state_hook(Seed(seed.clone()))
+        .call(&x, move |x| {
+            tch::manual_seed(s.fetch_add(1, Ordering::SeqCst) as i64);
+            let h = x.dropout(0.5, true);
+            m.lock()
+                .unwrap()
+                .push(Vec::<f32>::try_from(h.detach()).unwrap());
+            h.sin()
+        });
+    y.sum(Kind::Float).backward();
+    let masks = masks.lock().unwrap();
+    assert_eq!(masks.len(), 2);
+    assert_eq!(masks[0], masks[1]);
+}
+
+#[test]
+fn determinism_metadata_catches_a_replay_with_other_shapes() {
+    let x = input();
+    let y = checkpoint("c")
+        .determinism(Determinism::Metadata)
+        .call(&x, |x| {
+            let h = if is_recomputing() {
+                x.narrow(0, 0, 1) * 1.0
+            } else {
+                x * 1.0
+            };
+            h.sin().sum(Kind::Float)
+        });
+    let err = remat::Error::from(y.f_backward().unwrap_err()).to_string();
+    assert!(
+        err.contains("checkpoint `c`: saved tensor 0 differs between forward and replay"),
+        "{err}"
+    );
+}
+
+#[test]
+fn determinism_bitwise_catches_a_replay_with_other_values() {
+    let x = input();
+    let calls = counter();
+    let y = checkpoint("c")
+        .determinism(Determinism::Bitwise)
+        .call(&x, move |x| {
+            let k = calls.fetch_add(1, Ordering::SeqCst) as f64;
+            (x * (1.0 + k)).sin().sum(Kind::Float)
+        });
+    let err = remat::Error::from(y.f_backward().unwrap_err()).to_string();
+    assert!(
+        err.contains("saved tensor 0 ([2, 2]) has other values on replay"),
+        "{err}"
+    );
+}

@@ -1,0 +1,8 @@
+//! Tests of the checkpoint runtime (semantics.md).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod behaviour;
+mod gradients;
+mod threads;
