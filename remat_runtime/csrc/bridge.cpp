@@ -216,6 +216,14 @@ c10::Device device_from_int(int device) {
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
 }
 
+at::Generator default_generator(int device) {
+  if (device < 0) {
+    return at::detail::getDefaultCPUGenerator();
+  }
+  return at::globalContext().defaultGenerator(
+      c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
+}
+
 c10::StorageImpl* storage_of(const at::Tensor* t) {
   if (t == nullptr || !t->defined() || !t->has_storage()) {
     return nullptr;
@@ -441,6 +449,22 @@ int remat_graph_task_keep_graph(void) {
 }
 
 int remat_is_leaf(const remat_tensor* t) { return t->is_leaf(); }
+
+remat_err remat_rng_get_state(int device, remat_tensor** out) {
+  return guard([&] {
+    at::Generator gen = default_generator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    *out = new at::Tensor(gen.get_state());
+  });
+}
+
+remat_err remat_rng_set_state(int device, const remat_tensor* state) {
+  return guard([&] {
+    at::Generator gen = default_generator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(*state);
+  });
+}
 
 remat_err remat_backward(const remat_tensor* loss, int keep_graph) {
   return guard([&] {

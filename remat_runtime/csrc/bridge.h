@@ -106,6 +106,9 @@ void remat_grad_mode_set(int enabled);
 int remat_graph_task_id(void);
 int remat_graph_task_keep_graph(void);
 int remat_is_leaf(const remat_tensor* t);
+// The state of libtorch's default generator of a device (-1: CPU, i: CUDA i).
+remat_err remat_rng_get_state(int device, remat_tensor** out);
+remat_err remat_rng_set_state(int device, const remat_tensor* state);
 // Backward from a scalar `loss`, accumulating into leaves' .grad, optionally
 // keeping the graph for another backward.
 remat_err remat_backward(const remat_tensor* loss, int keep_graph);

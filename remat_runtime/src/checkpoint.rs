@@ -9,7 +9,7 @@ use crate::io::{CheckpointInputs, RegionOutput};
 use crate::nodes;
 use crate::persist::PersistIndex;
 use crate::save_region::SaveRecord;
-use crate::saved_hooks::SavedTensorsHooks;
+use crate::saved_hooks::{SavedTensorKind, SavedTensorsHooks, TensorHooks};
 use crate::state_hooks::{restore_all, snapshot_all, RecomputeStateHook, RestoreOnDrop, Snapshots};
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -182,7 +182,7 @@ impl CheckpointState {
                 task,
             })));
             let _grad = GradModeGuard::new(true);
-            let _frame = frame::push(self.clone(), Phase::Recompute);
+            let _frame = frame::push(self.clone(), Phase::Recompute, None);
             let outer = RestoreOnDrop {
                 hooks: &self.state_hooks,
                 snapshots: snapshot_all(&self.state_hooks),
@@ -256,6 +256,7 @@ pub struct Checkpoint {
     name: Option<String>,
     determinism: Determinism,
     state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
+    saved_tensors_hooks: Option<TensorHooks>,
 }
 
 /// A checkpoint named `name` (shown in errors and reports as the prefix of
@@ -270,6 +271,7 @@ pub fn checkpoint(name: impl Into<String>) -> Checkpoint {
         name: (!name.is_empty()).then_some(name),
         determinism: Determinism::None,
         state_hooks: Vec::new(),
+        saved_tensors_hooks: None,
     }
 }
 
@@ -293,6 +295,21 @@ impl Checkpoint {
     /// ```
     pub fn state_hook(mut self, hook: impl RecomputeStateHook) -> Self {
         self.state_hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Saved-tensor hooks for this checkpoint (instead of those pushed
+    /// around it): they pack its inputs ([`SavedTensorKind::CheckpointInput`]),
+    /// the saves of its `Save` regions (`Backward`) and the `Save` outputs
+    /// kept for replay (`SaveOutput`).
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, TensorHooks};
+    /// let offload = TensorHooks::new(|t: tch::Tensor| t, |t: &tch::Tensor| t.shallow_clone());
+    /// let ckpt = checkpoint("block").saved_tensors_hooks(offload);
+    /// ```
+    pub fn saved_tensors_hooks(mut self, hooks: TensorHooks) -> Self {
+        self.saved_tensors_hooks = Some(hooks);
         self
     }
 
@@ -362,7 +379,14 @@ impl Checkpoint {
 
         let present: Vec<bool> = flat.iter().map(Option::is_some).collect();
         let saved: Vec<&Tensor> = flat.iter().flatten().collect();
-        let saver = nodes::save_inputs(&saved)?;
+        // An explicit pair wins over one pushed around the checkpoint.
+        let user_hooks = self.saved_tensors_hooks.or_else(TensorHooks::ambient);
+        let saver = {
+            let _inputs = user_hooks
+                .as_ref()
+                .map(|h| h.push_as(SavedTensorKind::CheckpointInput));
+            nodes::save_inputs(&saved)?
+        };
         let erased: Body = Box::new(move |flat| {
             let out = body(owned(flat)).into_parts();
             // Also on replay: the boundary's saves are the last holders.
@@ -383,7 +407,7 @@ impl Checkpoint {
         });
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
-            let _frame = frame::push(state.clone(), Phase::Forward);
+            let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);
             lock(&state.inner).entry_snapshots = snapshot_all(&state.state_hooks);
             // A panic unwinds through the guards: nothing stays installed.
             let mut body = lock(&state.body);

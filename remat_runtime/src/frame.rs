@@ -6,6 +6,7 @@
 //! the thread that ran the forward.
 
 use crate::checkpoint::CheckpointState;
+use crate::saved_hooks::TensorHooks;
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -36,6 +37,8 @@ pub(crate) struct Frame {
     /// How many `Save` bodies are running (forward only); inside one, regions
     /// are inert.
     pub save_depth: usize,
+    /// The user's saved-tensor hooks for `Save` regions of this frame.
+    pub user_hooks: Option<TensorHooks>,
 }
 
 thread_local! {
@@ -47,7 +50,11 @@ pub(crate) struct FrameGuard {
     depth: usize,
 }
 
-pub(crate) fn push(state: Arc<CheckpointState>, phase: Phase) -> FrameGuard {
+pub(crate) fn push(
+    state: Arc<CheckpointState>,
+    phase: Phase,
+    user_hooks: Option<TensorHooks>,
+) -> FrameGuard {
     FRAMES.with(|f| {
         let mut frames = f.borrow_mut();
         frames.push(Frame {
@@ -55,6 +62,7 @@ pub(crate) fn push(state: Arc<CheckpointState>, phase: Phase) -> FrameGuard {
             phase,
             claimed: HashSet::new(),
             save_depth: 0,
+            user_hooks,
         });
         FrameGuard {
             depth: frames.len() - 1,
@@ -102,4 +110,37 @@ impl Drop for SaveBodyGuard {
 /// ```
 pub fn is_recomputing() -> bool {
     with_top(|f| f.is_some_and(|f| f.phase == Phase::Recompute))
+}
+
+/// Puts back the user hooks a frame had before [`set_user_hooks`].
+pub(crate) struct UserHooksRestore {
+    depth: usize,
+    previous: Option<TensorHooks>,
+}
+
+impl UserHooksRestore {
+    pub(crate) fn restore(self) {
+        FRAMES.with(|f| {
+            if let Some(frame) = f.borrow_mut().get_mut(self.depth) {
+                frame.user_hooks = self.previous;
+            }
+        });
+    }
+}
+
+/// Inside a checkpoint, sets the user hooks of the innermost frame and says
+/// how to undo it; outside one, returns `None` (they go to libtorch instead).
+pub(crate) fn set_user_hooks(hooks: Option<TensorHooks>) -> Option<UserHooksRestore> {
+    FRAMES.with(|f| {
+        let mut frames = f.borrow_mut();
+        let depth = frames.len().checked_sub(1)?;
+        let frame = &mut frames[depth];
+        let previous = std::mem::replace(&mut frame.user_hooks, hooks);
+        Some(UserHooksRestore { depth, previous })
+    })
+}
+
+/// The user hooks in effect for `Save` regions here, if any.
+pub(crate) fn user_hooks() -> Option<TensorHooks> {
+    with_top(|f| f.and_then(|f| f.user_hooks.clone()))
 }

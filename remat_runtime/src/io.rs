@@ -124,6 +124,10 @@ tuple_inputs!(A B C D E);
 tuple_inputs!(A B C D E F);
 tuple_inputs!(A B C D E F G);
 tuple_inputs!(A B C D E F G H);
+tuple_inputs!(A B C D E F G H I);
+tuple_inputs!(A B C D E F G H I J);
+tuple_inputs!(A B C D E F G H I J K);
+tuple_inputs!(A B C D E F G H I J K L);
 
 /// The shallow handles of every tensor in `inputs`, in visit order.
 pub(crate) fn input_tensors(inputs: &impl RegionInputs) -> Vec<Tensor> {
@@ -288,6 +292,22 @@ impl CheckpointInputs for &Tensor {
     }
 }
 
+impl CheckpointInputs for Tensor {
+    type Owned = Tensor;
+    fn flatten(&self, out: &mut Vec<Option<Tensor>>) {
+        out.push(Some(self.shallow_clone()))
+    }
+    fn lens(&self, out: &mut Vec<usize>) {
+        out.push(1)
+    }
+    fn rebuild(
+        lens: &mut std::slice::Iter<'_, usize>,
+        items: &mut dyn Iterator<Item = Option<Tensor>>,
+    ) -> Tensor {
+        <&Tensor>::rebuild(lens, items)
+    }
+}
+
 impl CheckpointInputs for Option<&Tensor> {
     type Owned = Option<Tensor>;
     fn flatten(&self, out: &mut Vec<Option<Tensor>>) {
@@ -366,6 +386,12 @@ tuple_checkpoint_inputs!(A B C);
 tuple_checkpoint_inputs!(A B C D);
 tuple_checkpoint_inputs!(A B C D E);
 tuple_checkpoint_inputs!(A B C D E F);
+tuple_checkpoint_inputs!(A B C D E F G);
+tuple_checkpoint_inputs!(A B C D E F G H);
+tuple_checkpoint_inputs!(A B C D E F G H I);
+tuple_checkpoint_inputs!(A B C D E F G H I J);
+tuple_checkpoint_inputs!(A B C D E F G H I J K);
+tuple_checkpoint_inputs!(A B C D E F G H I J K L);
 
 impl CheckpointInputs for () {
     type Owned = ();

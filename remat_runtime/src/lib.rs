@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod bridge;
+mod capture;
 mod checkpoint;
 mod error;
 mod frame;
@@ -32,18 +33,29 @@ mod save_region;
 mod saved_hooks;
 mod saved_input;
 mod state_hooks;
+mod trace;
 
 pub use bridge::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder,
-    placeholder, set_grad_enabled, storage_key, storage_nbytes, storage_offset, tensor_version,
-    GradModeGuard, PlaceholderSpec, SavedAccess, StorageKey, WeakStorage, WeakTensor,
+    placeholder, rng_state, set_grad_enabled, set_rng_state, storage_key, storage_nbytes,
+    storage_offset, tensor_version, GradModeGuard, PlaceholderSpec, SavedAccess, StorageKey,
+    WeakStorage, WeakTensor,
 };
+pub use capture::Capture;
 pub use checkpoint::{checkpoint, live_checkpoints, Checkpoint, Determinism};
 pub use error::{Error, Result};
 pub use frame::{is_recomputing, Phase};
 pub use function::{apply, try_apply, BackwardContext, ForwardContext, Function};
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
 pub use region::{recompute_needs_tensor, region, Policy, Region};
-pub use saved_hooks::{saved_tensors_hooks, SavedTensorsHooks};
-pub use state_hooks::RecomputeStateHook;
+pub use saved_hooks::{
+    current_saved_tensor_info, saved_tensors_hooks, SavedTensorInfo, SavedTensorKind,
+    SavedTensorsHooks, TensorHooks,
+};
+pub use state_hooks::{RecomputeStateHook, RngStateHook};
 pub use tch::Tensor;
+pub use trace::{collect_trace, enter_scope, trace_scope, ScopeGuard, Trace, TraceEntry};
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;

@@ -54,13 +54,14 @@ impl PersistIndex {
 
 /// Asks the producers of `tensors` (if any is a `Save` output of this
 /// checkpoint, or a view of one) to keep them for replay.
-pub(crate) fn persist(state: &CheckpointState, tensors: &[Tensor]) {
+pub(crate) fn persist(state: &CheckpointState, tensors: &[Tensor]) -> crate::Result<()> {
     for t in tensors {
         let found = lock(&state.inner).persist.lookup(t);
         for (record, slot, output) in found {
             if let Some(output) = output {
-                record.persist(slot, &output);
+                record.persist(slot, &output)?;
             }
         }
     }
+    Ok(())
 }

@@ -106,6 +106,9 @@ impl Region {
                     }),
                 };
             }
+            if f.phase == Phase::Forward {
+                crate::trace::record_region(&self.name, self.policy);
+            }
             if !f.claimed.insert(self.name.to_string()) {
                 return Err(Error::Region {
                     region: f.state.region_display(&self.name),
@@ -126,7 +129,7 @@ impl Region {
         };
         match (phase, self.policy) {
             (Phase::Forward, Policy::Recompute) => {
-                persist(&state, &input_tensors(&inputs));
+                persist(&state, &input_tensors(&inputs))?;
                 let parts = body(inputs).into_parts();
                 reject_grad_leaves(&state.region_display(&self.name), &parts)?;
                 O::from_parts(parts)
@@ -165,6 +168,8 @@ pub fn recompute_needs_tensor(t: &Tensor) {
         _ => None,
     });
     if let Some(state) = state {
-        persist(&state, &[t.shallow_clone()]);
+        if let Err(e) = persist(&state, &[t.shallow_clone()]) {
+            panic!("{e}");
+        }
     }
 }

@@ -12,7 +12,7 @@ use crate::frame;
 use crate::holder::lock;
 use crate::io::{input_tensors, RegionInputs, RegionOutput};
 use crate::nodes::non_leaf;
-use crate::saved_hooks::SavedTensorsHooks;
+use crate::saved_hooks::{SavedTensorKind, SavedTensorsHooks, TensorHooks};
 use crate::saved_input::{classify, rebuild, InputInfo, ViewSpec};
 use crate::state_hooks::{restore_all, snapshot_all, Snapshots};
 use std::any::Any;
@@ -32,10 +32,17 @@ struct OutputSpec {
     requires_grad: bool,
 }
 
-/// A persisted output: a detached alias and its version when kept.
-struct Slot {
-    value: Tensor,
-    version: u32,
+/// A persisted output.
+enum Slot {
+    /// A detached alias and its version when kept.
+    Resident { value: Tensor, version: u32 },
+    /// Packed by the user's saved-tensor hooks (offloaded).
+    Packed {
+        hooks: TensorHooks,
+        payload: Payload,
+    },
+    /// An unpack that failed while serving under `retain_graph`.
+    Failed(String),
 }
 
 struct Recipe {
@@ -54,6 +61,10 @@ struct RecordInner {
     rebuilt: Vec<Option<Tensor>>,
     identity_storages: HashSet<StorageKey>,
     unnamed: usize,
+    /// The user's hooks at region entry, for persisted outputs, and the
+    /// context they captured at region exit.
+    output_hooks: Option<TensorHooks>,
+    output_context: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl SaveRecord {
@@ -65,18 +76,37 @@ impl SaveRecord {
     }
 
     /// Keeps output `slot` for replay (idempotent).
-    pub(crate) fn persist(&self, slot: usize, output: &Tensor) {
+    pub(crate) fn persist(&self, slot: usize, output: &Tensor) -> Result<()> {
         let mut inner = lock(&self.inner);
-        if let Some(s @ None) = inner.slots.get_mut(slot) {
-            let value = output.detach();
-            let version = tensor_version(&value).unwrap_or(0);
-            *s = Some(Slot { value, version });
+        if !matches!(inner.slots.get(slot), Some(None)) {
+            return Ok(());
         }
+        let value = output.detach();
+        let kept = match inner.output_hooks.clone() {
+            Some(hooks) => {
+                let context = inner.output_context.clone();
+                let payload = hooks
+                    .pack(value, SavedTensorKind::SaveOutput, context)
+                    .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
+                Slot::Packed { hooks, payload }
+            }
+            None => {
+                let version = tensor_version(&value)?;
+                Slot::Resident { value, version }
+            }
+        };
+        inner.slots[slot] = Some(kept);
+        Ok(())
     }
 }
 
 /// What a `Save` region's saves become.
 enum Saved {
+    /// Packed by the user's saved-tensor hooks.
+    User {
+        hooks: TensorHooks,
+        payload: Payload,
+    },
     /// Rebuilt from a replayed input.
     Rebuilt {
         record: Arc<SaveRecord>,
@@ -109,6 +139,13 @@ impl HookPair for SaveHooks {
                 slot,
             }));
         }
+        drop(inner);
+        if let Some(hooks) = frame::user_hooks() {
+            let context = hooks.capture();
+            let payload = hooks.pack(tensor, SavedTensorKind::Backward, context)?;
+            return Ok(Box::new(Saved::User { hooks, payload }));
+        }
+        let mut inner = lock(&record.inner);
         if let Some(key) = storage_key(&tensor) {
             inner.identity_storages.insert(key);
         }
@@ -153,6 +190,7 @@ impl HookPair for SaveHooks {
                 }
                 Ok(value.shallow_clone())
             }
+            Some(Saved::User { hooks, payload }) => hooks.unpack(&**payload),
             None => Err("remat internal error: foreign payload in a Save region".into()),
         }
     }
@@ -174,10 +212,12 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
             .filter_map(|(i, t)| InputInfo::new(i, t, inner.persist.contains(t)))
             .collect()
     };
+    let output_hooks = frame::user_hooks();
     let record = Arc::new(SaveRecord {
         display,
         inner: Mutex::new(RecordInner {
             inputs: infos,
+            output_hooks: output_hooks.clone(),
             ..RecordInner::default()
         }),
     });
@@ -190,11 +230,13 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
         body(inputs)
     };
     let exit = snapshot_all(&state.state_hooks);
+    let output_context = output_hooks.as_ref().and_then(TensorHooks::capture);
     let parts = out.into_parts();
     reject_grad_leaves(&record.display, &parts)?;
     let eager: Vec<usize> = {
         let mut inner = lock(&record.inner);
         inner.exit_snapshots = exit;
+        inner.output_context = output_context;
         inner.inputs.clear();
         inner.outputs = parts
             .iter()
@@ -228,7 +270,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     }
     for i in eager {
         if let Some(t) = &parts[i] {
-            record.persist(i, t);
+            record.persist(i, t)?;
         }
     }
     O::from_parts(parts)
@@ -284,9 +326,20 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
         let slot = if pop {
             inner.slots[i].take()
         } else {
-            inner.slots[i].as_ref().map(|s| Slot {
-                value: s.value.shallow_clone(),
-                version: s.version,
+            inner.slots[i].as_ref().map(|s| match s {
+                Slot::Resident { value, version } => Slot::Resident {
+                    value: value.shallow_clone(),
+                    version: *version,
+                },
+                // Unpacking does not consume the payload: unpack now.
+                Slot::Packed { hooks, payload } => match hooks.unpack(&**payload) {
+                    Ok(value) => Slot::Resident {
+                        version: tensor_version(&value).unwrap_or(0),
+                        value,
+                    },
+                    Err(m) => Slot::Failed(m),
+                },
+                Slot::Failed(m) => Slot::Failed(m.clone()),
             })
         };
         served.push(Some((i, spec, requires_grad, slot)));
@@ -300,16 +353,20 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
             continue;
         };
         let value = match slot {
-            Some(slot) => {
-                let now = tensor_version(&slot.value)?;
-                if now != slot.version {
+            Some(Slot::Resident { value, version }) => {
+                let now = tensor_version(&value)?;
+                if now != version {
                     return Err(record.error(format!(
                         "output {i} was modified in place after it was kept for replay; \
                          clone it before modifying it"
                     )));
                 }
-                slot.value.detach()
+                value.detach()
             }
+            Some(Slot::Packed { hooks, payload }) => hooks
+                .unpack(&*payload)
+                .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
+            Some(Slot::Failed(m)) => return Err(record.error(format!("unpacking output {i}: {m}"))),
             None => placeholder(&spec, &placeholder_message(&record, i, n_outputs))?,
         };
         parts.push(Some(if requires_grad {

@@ -1,81 +1,289 @@
 //! Saved-tensor hooks (PyTorch's `torch.autograd.graph.saved_tensors_hooks`)
-//! without Python.
+//! without Python, and how they meet checkpoints.
+//!
+//! Outside a checkpoint a pair applies to every tensor autograd saves. Inside
+//! one, what autograd saves in bare code and `Recompute` regions is the
+//! checkpoint's own business (it becomes a holder); the pair applies to the
+//! checkpoint's inputs, to the saves of `Save` regions and to persisted
+//! `Save` outputs, and [`current_saved_tensor_info`] tells the pack hook which.
 
-use crate::bridge::{hooks_depth, pop_hooks, push_hooks, HookPair};
+use crate::bridge::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload};
 use crate::error::panic_message;
+use crate::frame;
 use std::any::Any;
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use tch::Tensor;
 
-/// While alive, every tensor that autograd saves for backward on this thread
-/// goes through `pack`, and backward gets it back through `unpack`.
-///
-/// Hooks nest: the innermost guard wins, and dropping it restores the outer
-/// one. A saved tensor is always unpacked by the pair that packed it, even
-/// after the guard is gone. With no guard alive autograd behaves as without
-/// remat. Hooks are per thread.
-///
-/// `pack` receives a detached alias of the saved tensor (same storage and
-/// version counter, no `grad_fn`); `unpack` must return a tensor with the same
-/// metadata. A panic in either becomes an error of the op or of the backward
-/// that called it.
-///
-/// ```
-/// use remat_runtime::saved_tensors_hooks;
-/// use tch::{Kind, Tensor};
-/// let x = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
-/// let y = {
-///     // Keep saved tensors in half precision, restore them for backward.
-///     let _hooks = saved_tensors_hooks(
-///         |t: Tensor| t.to_kind(Kind::Half),
-///         |h: &Tensor| h.to_kind(Kind::Float),
-///     );
-///     x.sin()
-/// };
-/// y.sum(Kind::Float).backward();
-/// ```
-#[must_use = "the hooks are popped when the guard is dropped"]
-pub struct SavedTensorsHooks {
-    depth: usize,
-    // The hook stack is per thread: pop where we pushed.
-    _not_send: PhantomData<*const ()>,
+/// What a pack hook is packing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SavedTensorKind {
+    /// An input of a checkpoint (saved on entry, read back by replay).
+    CheckpointInput,
+    /// A tensor saved for backward (outside checkpoints, or inside a `Save`
+    /// region).
+    Backward,
+    /// The output of a `Save` region, kept so that replay can serve it.
+    SaveOutput,
 }
+
+/// Context for a pack hook: see [`current_saved_tensor_info`].
+#[derive(Clone)]
+pub struct SavedTensorInfo {
+    /// What is being packed.
+    pub kind: SavedTensorKind,
+    /// What the pair's capture callback returned where the tensor was
+    /// produced (`None` without a callback, and for checkpoint inputs).
+    pub context: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for SavedTensorInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SavedTensorInfo")
+            .field("kind", &self.kind)
+            .field("context", &self.context.as_ref().map(|_| ".."))
+            .finish()
+    }
+}
+
+thread_local! {
+    static INFO: RefCell<Option<SavedTensorInfo>> = const { RefCell::new(None) };
+    /// Mirrors the native hook stack: which levels are user pairs.
+    static LEVELS: RefCell<Vec<Option<TensorHooks>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Inside a pack hook that remat runs: what it is packing and the captured
+/// context. `None` anywhere else.
+///
+/// ```
+/// use remat_runtime::{current_saved_tensor_info, SavedTensorKind, TensorHooks};
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let _h = TensorHooks::new(
+///     |t: tch::Tensor| {
+///         assert_eq!(current_saved_tensor_info().unwrap().kind, SavedTensorKind::Backward);
+///         t
+///     },
+///     |t: &tch::Tensor| t.shallow_clone(),
+/// )
+/// .push();
+/// let _y = x.sin();
+/// assert!(current_saved_tensor_info().is_none());
+/// ```
+pub fn current_saved_tensor_info() -> Option<SavedTensorInfo> {
+    INFO.with(|i| i.borrow().clone())
+}
+
+/// A pack/unpack pair as remat uses it (object safe).
+trait UserPair: Send + Sync + 'static {
+    fn pack(&self, tensor: Tensor) -> Result<Payload, String>;
+    fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String>;
+    fn capture(&self) -> Option<Arc<dyn Any + Send + Sync>>;
+}
+
+type Capture = Box<dyn Fn() -> Arc<dyn Any + Send + Sync> + Send + Sync>;
 
 struct ClosurePair<P, Pack, Unpack> {
     pack: Pack,
     unpack: Unpack,
+    capture: Option<Capture>,
     _payload: PhantomData<fn() -> P>,
 }
 
-impl<P, Pack, Unpack> HookPair for ClosurePair<P, Pack, Unpack>
+impl<P, Pack, Unpack> UserPair for ClosurePair<P, Pack, Unpack>
 where
     P: Send + 'static,
     Pack: Fn(Tensor) -> P + Send + Sync + 'static,
     Unpack: Fn(&P) -> Tensor + Send + Sync + 'static,
 {
-    fn pack(&self, tensor: Tensor) -> std::result::Result<Box<dyn Any + Send>, String> {
+    fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
         catch_unwind(AssertUnwindSafe(|| (self.pack)(tensor)))
-            .map(|p| Box::new(p) as Box<dyn Any + Send>)
+            .map(|p| Box::new(p) as Payload)
             .map_err(|e| format!("pack hook panicked: {}", panic_message(&*e)))
     }
 
-    fn unpack(&self, payload: &(dyn Any + Send)) -> std::result::Result<Tensor, String> {
+    fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
         let payload = payload
             .downcast_ref::<P>()
             .ok_or("unpack hook got a payload of another pair")?;
         catch_unwind(AssertUnwindSafe(|| (self.unpack)(payload)))
             .map_err(|e| format!("unpack hook panicked: {}", panic_message(&*e)))
     }
+
+    fn capture(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.capture.as_ref().map(|c| c())
+    }
 }
 
-/// Pushes a pack/unpack pair for the life of the returned guard.
+/// A pack/unpack pair, to [`push`](TensorHooks::push) for a scope or to give
+/// a checkpoint ([`crate::Checkpoint::saved_tensors_hooks`]).
 ///
-/// See [`SavedTensorsHooks`] for the semantics.
+/// `pack` receives a detached alias of the saved tensor (same storage and
+/// version counter, no `grad_fn`); `unpack` must return a tensor with the same
+/// metadata. A panic in either becomes an error of the op or of the backward
+/// that called it. Unpack may run on an autograd worker thread.
 ///
 /// ```
-/// let _g = remat_runtime::saved_tensors_hooks(|t: tch::Tensor| t, |t: &tch::Tensor| t.shallow_clone());
+/// use remat_runtime::TensorHooks;
+/// use tch::{Kind, Tensor};
+/// // Keep saved tensors in half precision, restore them for backward.
+/// let half = TensorHooks::new(|t: Tensor| t.to_kind(Kind::Half), |h: &Tensor| h.to_kind(Kind::Float));
+/// let x = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
+/// let y = {
+///     let _scope = half.push();
+///     x.sin()
+/// };
+/// y.sum(Kind::Float).backward();
+/// ```
+#[derive(Clone)]
+pub struct TensorHooks(Arc<dyn UserPair>);
+
+impl TensorHooks {
+    /// A pair of closures: `pack` turns a tensor into any value, `unpack`
+    /// turns it back.
+    pub fn new<P, Pack, Unpack>(pack: Pack, unpack: Unpack) -> Self
+    where
+        P: Send + 'static,
+        Pack: Fn(Tensor) -> P + Send + Sync + 'static,
+        Unpack: Fn(&P) -> Tensor + Send + Sync + 'static,
+    {
+        Self::build(pack, unpack, None)
+    }
+
+    /// Like [`TensorHooks::new`], with a callback that captures context where
+    /// a tensor is produced (even when its pack runs later, at a consumer);
+    /// the pack hook reads it from [`current_saved_tensor_info`].
+    ///
+    /// ```
+    /// use remat_runtime::TensorHooks;
+    /// let hooks = TensorHooks::with_capture(
+    ///     |t: tch::Tensor| t,
+    ///     |t: &tch::Tensor| t.shallow_clone(),
+    ///     || "layer 3",
+    /// );
+    /// ```
+    pub fn with_capture<P, Pack, Unpack, C>(
+        pack: Pack,
+        unpack: Unpack,
+        capture: impl Fn() -> C + Send + Sync + 'static,
+    ) -> Self
+    where
+        P: Send + 'static,
+        Pack: Fn(Tensor) -> P + Send + Sync + 'static,
+        Unpack: Fn(&P) -> Tensor + Send + Sync + 'static,
+        C: Any + Send + Sync,
+    {
+        let capture: Capture = Box::new(move || Arc::new(capture()) as Arc<dyn Any + Send + Sync>);
+        Self::build(pack, unpack, Some(capture))
+    }
+
+    fn build<P, Pack, Unpack>(pack: Pack, unpack: Unpack, capture: Option<Capture>) -> Self
+    where
+        P: Send + 'static,
+        Pack: Fn(Tensor) -> P + Send + Sync + 'static,
+        Unpack: Fn(&P) -> Tensor + Send + Sync + 'static,
+    {
+        TensorHooks(Arc::new(ClosurePair {
+            pack,
+            unpack,
+            capture,
+            _payload: PhantomData,
+        }))
+    }
+
+    /// Applies the pair until the returned guard is dropped.
+    ///
+    /// Outside a checkpoint it applies to every tensor autograd saves on this
+    /// thread. Inside a checkpoint's forward it applies to the saves of `Save`
+    /// regions and to the `Save` outputs kept for replay (what else is saved
+    /// there belongs to the checkpoint).
+    pub fn push(&self) -> SavedTensorsHooks {
+        match frame::set_user_hooks(Some(self.clone())) {
+            Some(restore) => SavedTensorsHooks {
+                inner: Inner::Frame(Some(restore)),
+                _not_send: PhantomData,
+            },
+            None => SavedTensorsHooks::push_native(
+                Some(Arc::new(Native {
+                    hooks: self.clone(),
+                    kind: SavedTensorKind::Backward,
+                })),
+                Some(self.clone()),
+            ),
+        }
+    }
+
+    /// Packs `tensor` with `kind` and `context` visible to the pack hook.
+    pub(crate) fn pack(
+        &self,
+        tensor: Tensor,
+        kind: SavedTensorKind,
+        context: Option<Arc<dyn Any + Send + Sync>>,
+    ) -> Result<Payload, String> {
+        let previous = INFO.with(|i| i.borrow_mut().replace(SavedTensorInfo { kind, context }));
+        let out = self.0.pack(tensor);
+        INFO.with(|i| *i.borrow_mut() = previous);
+        out
+    }
+
+    pub(crate) fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
+        self.0.unpack(payload)
+    }
+
+    pub(crate) fn capture(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.0.capture()
+    }
+
+    /// The user pair on top of this thread's native hook stack, if the top
+    /// is one (not a checkpoint's own hook, not a disabled level).
+    pub(crate) fn ambient() -> Option<TensorHooks> {
+        LEVELS.with(|l| l.borrow().last().cloned().flatten())
+    }
+
+    /// Pushes this pair natively with `kind` (for checkpoint inputs).
+    pub(crate) fn push_as(&self, kind: SavedTensorKind) -> SavedTensorsHooks {
+        SavedTensorsHooks::push_native(
+            Some(Arc::new(Native {
+                hooks: self.clone(),
+                kind,
+            })),
+            Some(self.clone()),
+        )
+    }
+}
+
+/// A user pair installed as libtorch's default hooks.
+struct Native {
+    hooks: TensorHooks,
+    kind: SavedTensorKind,
+}
+
+impl HookPair for Native {
+    fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
+        let context = match self.kind {
+            SavedTensorKind::CheckpointInput => None,
+            _ => self.hooks.capture(),
+        };
+        self.hooks.pack(tensor, self.kind, context)
+    }
+
+    fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
+        self.hooks.unpack(payload)
+    }
+}
+
+/// Applies a pair for a scope; see [`TensorHooks`] for the semantics.
+///
+/// ```
+/// use remat_runtime::saved_tensors_hooks;
+/// use tch::{Kind, Tensor};
+/// let x = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
+/// let y = {
+///     let _hooks = saved_tensors_hooks(|t: Tensor| t.to_kind(Kind::Half), |h: &Tensor| h.to_kind(Kind::Float));
+///     x.sin()
+/// };
+/// y.sum(Kind::Float).backward();
 /// ```
 pub fn saved_tensors_hooks<P, Pack, Unpack>(pack: Pack, unpack: Unpack) -> SavedTensorsHooks
 where
@@ -83,12 +291,25 @@ where
     Pack: Fn(Tensor) -> P + Send + Sync + 'static,
     Unpack: Fn(&P) -> Tensor + Send + Sync + 'static,
 {
-    let pair = ClosurePair {
-        pack,
-        unpack,
-        _payload: PhantomData,
-    };
-    SavedTensorsHooks::push(Some(Arc::new(pair)))
+    TensorHooks::new(pack, unpack).push()
+}
+
+/// While alive, a pair of saved-tensor hooks applies (see [`TensorHooks`]).
+///
+/// Hooks nest: the innermost guard wins, and dropping it restores the outer
+/// one. A saved tensor is always unpacked by the pair that packed it, even
+/// after the guard is gone. With no guard alive autograd behaves as without
+/// remat. Hooks are per thread.
+#[must_use = "the hooks are popped when the guard is dropped"]
+pub struct SavedTensorsHooks {
+    inner: Inner,
+    // The hook stack is per thread: pop where we pushed.
+    _not_send: PhantomData<*const ()>,
+}
+
+enum Inner {
+    Native { depth: usize },
+    Frame(Option<frame::UserHooksRestore>),
 }
 
 impl SavedTensorsHooks {
@@ -99,15 +320,21 @@ impl SavedTensorsHooks {
     /// let _none = remat_runtime::SavedTensorsHooks::disabled();
     /// ```
     pub fn disabled() -> Self {
-        Self::push(None)
+        Self::push_native(None, None)
     }
 
+    /// Pushes one of remat's own pairs (a level that is no user pair).
     pub(crate) fn push(pair: Option<Arc<dyn HookPair>>) -> Self {
+        Self::push_native(pair, None)
+    }
+
+    fn push_native(pair: Option<Arc<dyn HookPair>>, user: Option<TensorHooks>) -> Self {
         let depth = hooks_depth();
         // Pushing only fails when C++ cannot allocate.
         push_hooks(pair).unwrap_or_else(|e| panic!("cannot push saved-tensor hooks: {e}"));
+        LEVELS.with(|l| l.borrow_mut().push(user));
         SavedTensorsHooks {
-            depth,
+            inner: Inner::Native { depth },
             _not_send: PhantomData,
         }
     }
@@ -115,11 +342,22 @@ impl SavedTensorsHooks {
 
 impl Drop for SavedTensorsHooks {
     fn drop(&mut self) {
-        // Guards drop in reverse order of creation; one dropped out of order
-        // (e.g. moved into a longer-lived place) pops everything above it.
-        while hooks_depth() > self.depth {
-            if pop_hooks().is_err() {
-                break;
+        match &mut self.inner {
+            Inner::Native { depth } => {
+                // Guards drop in reverse order of creation; one dropped out of
+                // order pops everything above it.
+                while hooks_depth() > *depth {
+                    if pop_hooks().is_err() {
+                        break;
+                    }
+                }
+                let depth = *depth;
+                LEVELS.with(|l| l.borrow_mut().truncate(depth));
+            }
+            Inner::Frame(restore) => {
+                if let Some(r) = restore.take() {
+                    r.restore();
+                }
             }
         }
     }

@@ -1,5 +1,5 @@
 use crate::common::assert_bitwise;
-use crate::common::model::{batch, Model, ModelPolicy, SMALL};
+use crate::common::model::{Model, ModelPolicy, SMALL};
 use tch::Tensor;
 
 fn grads(model: &Model) -> Vec<Tensor> {
@@ -26,30 +26,22 @@ fn batch_fixed() -> (Tensor, Tensor) {
 
 #[test]
 fn two_threads_checkpointing_at_once_match_a_serial_run() {
-    let _ = batch;
     tch::set_num_threads(1);
     // Copies of one model: the global RNG is shared with tests running alongside.
     let model = Model::new(SMALL, 3);
     let (a, b) = (model.deep_copy(), model.deep_copy());
     let serial = grads(&model);
-    let ta = std::thread::spawn(move || {
-        (0..3)
-            .map(|_| {
-                a.zero_grad();
-                grads(&a)
-            })
-            .last()
-            .unwrap()
-    });
-    let tb = std::thread::spawn(move || {
-        (0..3)
-            .map(|_| {
-                b.zero_grad();
-                grads(&b)
-            })
-            .last()
-            .unwrap()
-    });
+    let repeat = |m: Model| {
+        move || {
+            let mut last = Vec::new();
+            for _ in 0..3 {
+                m.zero_grad();
+                last = grads(&m);
+            }
+            last
+        }
+    };
+    let (ta, tb) = (std::thread::spawn(repeat(a)), std::thread::spawn(repeat(b)));
     for result in [ta.join().unwrap(), tb.join().unwrap()] {
         for (g, s) in result.iter().zip(&serial) {
             assert_bitwise(g, s, "gradient");

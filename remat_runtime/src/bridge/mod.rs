@@ -18,9 +18,9 @@ pub use node::SavedAccess;
 pub(crate) use node::{attach_node, grad_fn_saved, NodeBackward};
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
 pub use storage::{
-    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, set_grad_enabled,
-    storage_key, storage_nbytes, storage_offset, tensor_version, GradModeGuard, StorageKey,
-    WeakStorage, WeakTensor,
+    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, rng_state,
+    set_grad_enabled, set_rng_state, storage_key, storage_nbytes, storage_offset, tensor_version,
+    GradModeGuard, StorageKey, WeakStorage, WeakTensor,
 };
 
 use crate::error::{Error, Result};

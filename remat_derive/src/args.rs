@@ -1,0 +1,109 @@
+//! The options of `#[checkpoint(...)]`.
+//!
+//! ```text
+//! #[checkpoint]
+//! #[checkpoint(name = "layers.0")]
+//! #[checkpoint(name = [expr], state_hooks = [expr, ...], determinism = Metadata)]
+//! ```
+
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Expr, Ident, LitStr, Token};
+
+use crate::ast::Name;
+
+#[derive(Default)]
+pub(crate) struct CheckpointArgs {
+    pub name: Option<Name>,
+    pub state_hooks: Vec<Expr>,
+    /// `None`, `Metadata` or `Bitwise`.
+    pub determinism: Option<Ident>,
+}
+
+const OPTIONS: &str = "expected `name = \"...\"`, `name = [expr]`, \
+    `state_hooks = [expr, ...]` or `determinism = None|Metadata|Bitwise`";
+
+impl Parse for CheckpointArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut args = CheckpointArgs::default();
+        let mut seen: Vec<String> = Vec::new();
+        while !input.is_empty() {
+            let key: Ident = input
+                .parse()
+                .map_err(|e| syn::Error::new(e.span(), OPTIONS))?;
+            let key_name = key.to_string();
+            if seen.contains(&key_name) {
+                return Err(syn::Error::new(
+                    key.span(),
+                    format!("`{key_name}` is given twice"),
+                ));
+            }
+            if !input.peek(Token![=]) {
+                return Err(input.error(format!("expected `=` after `{key_name}`; {OPTIONS}")));
+            }
+            input.parse::<Token![=]>()?;
+            match key_name.as_str() {
+                "name" => args.name = Some(parse_name(input)?),
+                "state_hooks" => {
+                    if !input.peek(syn::token::Bracket) {
+                        return Err(input.error("expected `state_hooks = [expr, ...]`"));
+                    }
+                    let content;
+                    syn::bracketed!(content in input);
+                    args.state_hooks = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?
+                        .into_iter()
+                        .collect();
+                }
+                "determinism" => {
+                    let value: Ident = input.parse().map_err(|e| {
+                        syn::Error::new(e.span(), "expected `None`, `Metadata` or `Bitwise`")
+                    })?;
+                    if !matches!(value.to_string().as_str(), "None" | "Metadata" | "Bitwise") {
+                        return Err(syn::Error::new(
+                            value.span(),
+                            "expected `None`, `Metadata` or `Bitwise`",
+                        ));
+                    }
+                    args.determinism = Some(value);
+                }
+                _ => {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!("unknown `#[checkpoint]` option `{key_name}`; {OPTIONS}"),
+                    ))
+                }
+            }
+            seen.push(key_name);
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        Ok(args)
+    }
+}
+
+/// `"lit"` or `[expr]`.
+fn parse_name(input: ParseStream) -> syn::Result<Name> {
+    const FORM: &str = "expected `name = \"...\"` or `name = [expr]`";
+    if input.peek(syn::token::Bracket) {
+        let content;
+        syn::bracketed!(content in input);
+        let expr: Expr = content.parse()?;
+        if !content.is_empty() {
+            return Err(content.error(FORM));
+        }
+        return Ok(Name::Dynamic(Box::new(expr)));
+    }
+    let lit: LitStr = input.parse().map_err(|e| syn::Error::new(e.span(), FORM))?;
+    if lit.value().is_empty() {
+        return Err(syn::Error::new(
+            lit.span(),
+            "a checkpoint name must not be empty",
+        ));
+    }
+    Ok(Name::Static {
+        value: lit.value(),
+        span: lit.span(),
+    })
+}

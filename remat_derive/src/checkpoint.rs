@@ -1,0 +1,493 @@
+//! `#[checkpoint]`: a function whose body becomes a checkpoint's closure.
+//!
+//! ```text
+//! fn forward(&self, x: &Tensor, n: usize) -> Tensor { BODY }
+//! ```
+//! becomes
+//! ```text
+//! fn forward(&self, x: &Tensor, n: usize) -> Tensor {
+//!     let __remat_cap_self = ::remat::Capture::capture(self);
+//!     let __remat_cap1 = ::remat::Capture::capture(&n);
+//!     ::remat::checkpoint("forward").call((x,), move |(x,)| -> Tensor {
+//!         let __remat_self = &__remat_cap_self;
+//!         let x = &x;
+//!         let n = ::remat::Capture::capture(&__remat_cap1);
+//!         BODY   // with `self` renamed to `__remat_self`
+//!     })
+//! }
+//! ```
+//!
+//! Replay runs inside backward, after the call returned, so the closure must
+//! own what it uses (`'static`) and may run more than once (`Fn`). Tensor
+//! parameters are the checkpoint's inputs and arrive owned in the closure;
+//! everything else, `self` included, is captured through `Capture` before
+//! the call and used by reference inside.
+
+use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::visit_mut::{self, VisitMut};
+use syn::{AttrStyle, Expr, FnArg, ItemFn, LitStr, Pat, Type};
+
+use crate::args::CheckpointArgs;
+use crate::ast::{self, Name};
+use crate::attr;
+use crate::check::{Checker, Mode};
+use crate::expand::ExpandNested;
+
+/// How a parameter reaches the closure.
+enum Kind {
+    /// `Tensor`: an input, passed and received owned.
+    Tensor,
+    /// `&Tensor`: an input, received owned, rebound as a reference.
+    TensorRef,
+    /// `Option<&Tensor>`: received as `Option<Tensor>`.
+    TensorOption,
+    /// `&[Tensor]`: received as `Vec<Tensor>`.
+    TensorSlice,
+    /// `&Vec<Tensor>`: passed as a slice, received as `Vec<Tensor>`.
+    TensorVec,
+    /// Anything else, captured; `by_ref` for `&T`.
+    Capture { by_ref: bool },
+}
+
+/// Entry point of `#[checkpoint]`.
+pub(crate) fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = None;
+    let args = syn::parse2::<CheckpointArgs>(args).unwrap_or_else(|error| {
+        ast::push_error(&mut errors, error);
+        CheckpointArgs::default()
+    });
+    let func: ItemFn = match syn::parse2(item.clone()) {
+        Ok(func) => func,
+        Err(error) => {
+            ast::push_error(
+                &mut errors,
+                syn::Error::new(
+                    error.span(),
+                    format!("`#[checkpoint]` applies to a function or method with a body: {error}"),
+                ),
+            );
+            let errors = errors.map(|e| e.to_compile_error());
+            return quote!(#errors #item);
+        }
+    };
+    let (out, more) = Expand::new(args, func).run();
+    if let Some(more) = more {
+        ast::push_error(&mut errors, more);
+    }
+    let errors = errors.map(|e| e.to_compile_error());
+    match out {
+        Some(out) => insert_errors(out, errors),
+        None => quote!(#errors #item),
+    }
+}
+
+/// Puts the errors first inside the function body, so that they are emitted
+/// whether the function is a free function or a method.
+fn insert_errors(out: Output, errors: Option<TokenStream>) -> TokenStream {
+    let Output {
+        attrs,
+        inner_attrs,
+        vis,
+        sig,
+        body,
+    } = out;
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #(#inner_attrs)*
+            #errors
+            #body
+        }
+    }
+}
+
+struct Output {
+    attrs: Vec<syn::Attribute>,
+    inner_attrs: Vec<syn::Attribute>,
+    vis: syn::Visibility,
+    sig: syn::Signature,
+    body: TokenStream,
+}
+
+struct Expand {
+    args: CheckpointArgs,
+    func: ItemFn,
+    errors: Option<syn::Error>,
+}
+
+impl Expand {
+    fn new(args: CheckpointArgs, func: ItemFn) -> Self {
+        Expand {
+            args,
+            func,
+            errors: None,
+        }
+    }
+
+    fn error(&mut self, error: syn::Error) {
+        ast::push_error(&mut self.errors, error);
+    }
+
+    fn run(mut self) -> (Option<Output>, Option<syn::Error>) {
+        self.check_signature();
+        let (attrs, inner_attrs) = self.attrs();
+        let mut sig = self.func.sig.clone();
+
+        let mut captures = TokenStream::new();
+        let mut inputs = Vec::new();
+        let mut closure_params = Vec::new();
+        let mut rebinds = TokenStream::new();
+        let mut checker = Checker::new(Mode::Checkpoint);
+        let mut receiver = None;
+
+        for (i, arg) in sig.inputs.iter_mut().enumerate() {
+            match arg {
+                FnArg::Receiver(recv) => {
+                    let by_ref = match (&recv.reference, &*recv.ty) {
+                        (Some(_), _) => true,
+                        (None, Type::Reference(_)) if recv.colon_token.is_some() => true,
+                        _ => false,
+                    };
+                    let is_mut_ref = recv.reference.is_some() && recv.mutability.is_some()
+                        || matches!(&*recv.ty, Type::Reference(r) if r.mutability.is_some());
+                    if is_mut_ref {
+                        self.error(mut_error(&*recv));
+                    }
+                    let span = recv.self_token.span;
+                    let cap = Ident::new("__remat_cap_self", Span::mixed_site());
+                    let this = Ident::new("__remat_self", span);
+                    let owned_mut = recv.reference.is_none() && recv.mutability.take().is_some();
+                    if by_ref {
+                        quote_spanned!(span=> let #cap = ::remat::Capture::capture(self);)
+                            .to_tokens(&mut captures);
+                        quote!(let #this = &#cap;).to_tokens(&mut rebinds);
+                    } else {
+                        let mutability = owned_mut.then(|| quote!(mut));
+                        quote_spanned!(span=> let #cap = ::remat::Capture::capture(&self);)
+                            .to_tokens(&mut captures);
+                        quote!(let #mutability #this = ::remat::Capture::capture(&#cap);)
+                            .to_tokens(&mut rebinds);
+                    }
+                    receiver = Some(());
+                }
+                FnArg::Typed(typed) => {
+                    let kind = match classify(&typed.ty) {
+                        Ok(kind) => kind,
+                        Err(error) => {
+                            self.error(error);
+                            Kind::Capture { by_ref: true }
+                        }
+                    };
+                    let inner = (*typed.pat).clone();
+                    let outer = match &*typed.pat {
+                        Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                            p.ident.clone()
+                        }
+                        _ => format_ident!("__remat_arg{}", i, span = Span::mixed_site()),
+                    };
+                    // The signature binds a plain name: the pattern (with its
+                    // `mut`) moves inside, where the value is used.
+                    *typed.pat = Pat::Ident(syn::PatIdent {
+                        attrs: Vec::new(),
+                        by_ref: None,
+                        mutability: None,
+                        ident: outer.clone(),
+                        subpat: None,
+                    });
+                    let tensor = !matches!(kind, Kind::Capture { .. });
+                    checker.param(&inner, tensor);
+                    let ty_span = typed.ty.span();
+                    match kind {
+                        Kind::Tensor => {
+                            inputs.push(quote!(#outer));
+                            closure_params.push(inner.to_token_stream());
+                        }
+                        Kind::TensorRef
+                        | Kind::TensorOption
+                        | Kind::TensorSlice
+                        | Kind::TensorVec => {
+                            let (input, rebind) = match kind {
+                                Kind::TensorRef => (quote!(#outer), quote!(&#outer)),
+                                Kind::TensorOption => (quote!(#outer), quote!(#outer.as_ref())),
+                                Kind::TensorSlice => (quote!(#outer), quote!(#outer.as_slice())),
+                                _ => (quote!(#outer.as_slice()), quote!(&#outer)),
+                            };
+                            inputs.push(input);
+                            closure_params.push(outer.to_token_stream());
+                            quote!(let #inner = #rebind;).to_tokens(&mut rebinds);
+                        }
+                        // `_: T` is neither used nor needed in the body.
+                        Kind::Capture { .. } if matches!(inner, Pat::Wild(_)) => {}
+                        Kind::Capture { by_ref } => {
+                            let cap = format_ident!("__remat_cap{}", i, span = Span::mixed_site());
+                            if by_ref {
+                                quote_spanned!(ty_span=> let #cap = ::remat::Capture::capture(#outer);)
+                                    .to_tokens(&mut captures);
+                                quote!(let #inner = &#cap;).to_tokens(&mut rebinds);
+                            } else {
+                                quote_spanned!(ty_span=> let #cap = ::remat::Capture::capture(&#outer);)
+                                    .to_tokens(&mut captures);
+                                quote!(let #inner = ::remat::Capture::capture(&#cap);)
+                                    .to_tokens(&mut rebinds);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        // The check covers the whole body, `remat!` blocks and bare code.
+        let mut block = (*self.func.block).clone();
+        checker.body(&block);
+        if let Some(error) = checker.finish() {
+            self.error(error);
+        }
+        ExpandNested::default().visit_block_mut(&mut block);
+        if receiver.is_some() {
+            RenameSelf.visit_block_mut(&mut block);
+        }
+        attr::Strip.visit_block_mut(&mut block);
+        let stmts = &block.stmts;
+
+        let name = match &self.args.name {
+            Some(Name::Static { value, span }) => LitStr::new(value, *span).to_token_stream(),
+            Some(Name::Dynamic(expr)) => expr.to_token_stream(),
+            None => {
+                let ident = &self.func.sig.ident;
+                let value = syn::ext::IdentExt::unraw(ident).to_string();
+                LitStr::new(&value, ident.span()).to_token_stream()
+            }
+        };
+        let determinism = self
+            .args
+            .determinism
+            .as_ref()
+            .map(|d| quote!(.determinism(::remat::Determinism::#d)));
+        let hooks = self
+            .args
+            .state_hooks
+            .iter()
+            .map(|h| quote!(.state_hook(#h)));
+        let ret = match &self.func.sig.output {
+            syn::ReturnType::Type(arrow, ty) if !has_impl_trait(ty) => quote!(#arrow #ty),
+            _ => TokenStream::new(),
+        };
+        let body = quote! {
+            #captures
+            ::remat::checkpoint(#name) #determinism #(#hooks)*
+                .call((#(#inputs,)*), move |(#(#closure_params,)*)| #ret {
+                    #rebinds
+                    #(#stmts)*
+                })
+        };
+        let out = Output {
+            attrs,
+            inner_attrs,
+            vis: self.func.vis.clone(),
+            sig,
+            body,
+        };
+        (Some(out), self.errors)
+    }
+
+    fn check_signature(&mut self) {
+        let sig = &self.func.sig;
+        let mut errors = Vec::new();
+        if let Some(token) = &sig.asyncness {
+            errors.push(syn::Error::new(
+                token.span,
+                "a `#[checkpoint]` function cannot be `async`: its body is replayed \
+                 synchronously inside backward",
+            ));
+        }
+        if let Some(token) = &sig.constness {
+            errors.push(syn::Error::new(
+                token.span,
+                "a `#[checkpoint]` function cannot be `const`",
+            ));
+        }
+        if let Some(variadic) = &sig.variadic {
+            errors.push(syn::Error::new_spanned(
+                variadic,
+                "a `#[checkpoint]` function cannot be variadic",
+            ));
+        }
+        for error in errors {
+            self.error(error);
+        }
+    }
+
+    /// The outer and inner attributes of the function; `#[remat]` does not
+    /// belong there.
+    fn attrs(&mut self) -> (Vec<syn::Attribute>, Vec<syn::Attribute>) {
+        let mut outer = Vec::new();
+        let mut inner = Vec::new();
+        for attr in self.func.attrs.clone() {
+            if attr.path().is_ident("remat") {
+                self.error(syn::Error::new_spanned(
+                    &attr,
+                    "`#[remat(unchecked)]` goes on a statement of the body, not on the \
+                     function: put it on each statement whose reads the check should skip",
+                ));
+                continue;
+            }
+            match attr.style {
+                AttrStyle::Outer => outer.push(attr),
+                AttrStyle::Inner(_) => inner.push(attr),
+            }
+        }
+        (outer, inner)
+    }
+}
+
+fn mut_error(at: &dyn ToTokens) -> syn::Error {
+    syn::Error::new_spanned(
+        at,
+        "a `#[checkpoint]` function is replayed during backward, so it cannot take \
+         `&mut` parameters: take `&T` or an owned value",
+    )
+}
+
+fn strip_ty(ty: &Type) -> &Type {
+    match ty {
+        Type::Paren(t) => strip_ty(&t.elem),
+        Type::Group(t) => strip_ty(&t.elem),
+        _ => ty,
+    }
+}
+
+/// The last path segment, if the type is `...::NAME<ARGS>`.
+fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
+    match strip_ty(ty) {
+        Type::Path(path) if path.qself.is_none() => path.path.segments.last(),
+        _ => None,
+    }
+}
+
+fn is_tensor(ty: &Type) -> bool {
+    last_segment(ty).is_some_and(|s| s.ident == "Tensor" && s.arguments.is_none())
+}
+
+/// The single type argument of `NAME<T>`.
+fn single_arg<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
+    let segment = last_segment(ty)?;
+    if segment.ident != name {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &segment.arguments else {
+        return None;
+    };
+    match args.args.iter().collect::<Vec<_>>().as_slice() {
+        [syn::GenericArgument::Type(ty)] => Some(ty),
+        _ => None,
+    }
+}
+
+/// Classifies a parameter by its written type (the macro cannot resolve
+/// aliases: a tensor behind another name is captured, not an input).
+fn classify(ty: &Type) -> syn::Result<Kind> {
+    if is_tensor(ty) {
+        return Ok(Kind::Tensor);
+    }
+    if let Some(inner) = single_arg(ty, "Option") {
+        if let Type::Reference(r) = strip_ty(inner) {
+            if is_tensor(&r.elem) {
+                if r.mutability.is_some() {
+                    return Err(mut_error(ty));
+                }
+                return Ok(Kind::TensorOption);
+            }
+        }
+        return Ok(Kind::Capture { by_ref: false });
+    }
+    if let Type::Reference(r) = strip_ty(ty) {
+        if r.mutability.is_some() {
+            return Err(mut_error(ty));
+        }
+        let elem = strip_ty(&r.elem);
+        if is_tensor(elem) {
+            return Ok(Kind::TensorRef);
+        }
+        if let Type::Slice(slice) = elem {
+            if is_tensor(&slice.elem) {
+                return Ok(Kind::TensorSlice);
+            }
+        }
+        if single_arg(elem, "Vec").is_some_and(is_tensor) {
+            return Ok(Kind::TensorVec);
+        }
+        return Ok(Kind::Capture { by_ref: true });
+    }
+    Ok(Kind::Capture { by_ref: false })
+}
+
+fn has_impl_trait(ty: &Type) -> bool {
+    struct Finder(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Finder {
+        fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
+            self.0 = true;
+        }
+    }
+    let mut finder = Finder(false);
+    syn::visit::Visit::visit_type(&mut finder, ty);
+    finder.0
+}
+
+/// Renames `self` to `__remat_self` in the body (a closure cannot bind
+/// `self`), outside nested items, which have their own `self`.
+struct RenameSelf;
+
+impl VisitMut for RenameSelf {
+    fn visit_expr_path_mut(&mut self, expr: &mut syn::ExprPath) {
+        if expr.qself.is_none()
+            && expr.path.leading_colon.is_none()
+            && expr.path.segments.len() == 1
+        {
+            let segment = &mut expr.path.segments[0];
+            if segment.ident == "self" {
+                segment.ident = Ident::new("__remat_self", segment.ident.span());
+            }
+        }
+        visit_mut::visit_expr_path_mut(self, expr);
+    }
+
+    /// Macro arguments are tokens; `self` in them is renamed too.
+    fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
+        mac.tokens = rename_tokens(std::mem::take(&mut mac.tokens));
+    }
+
+    fn visit_expr_mut(&mut self, expr: &mut Expr) {
+        if let Expr::Verbatim(tokens) = expr {
+            *tokens = rename_tokens(std::mem::take(tokens));
+            return;
+        }
+        visit_mut::visit_expr_mut(self, expr);
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+fn rename_tokens(tokens: TokenStream) -> TokenStream {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out = Vec::with_capacity(tokens.len());
+    for (i, token) in tokens.iter().enumerate() {
+        match token {
+            TokenTree::Group(group) => {
+                let mut renamed = Group::new(group.delimiter(), rename_tokens(group.stream()));
+                renamed.set_span(group.span());
+                out.push(TokenTree::Group(renamed));
+            }
+            // `self::path` names a module, not the receiver.
+            TokenTree::Ident(ident)
+                if ident == "self"
+                    && !matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':') =>
+            {
+                out.push(TokenTree::Ident(Ident::new("__remat_self", ident.span())));
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    out.into_iter().collect()
+}

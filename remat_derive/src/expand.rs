@@ -1,0 +1,287 @@
+//! Code generation for `remat!`: regions become calls of the runtime.
+//!
+//! `let attn = save attention: self.attention.forward(&h, mask);` becomes
+//!
+//! ```text
+//! let __remat_a0 = &h;            // arguments first, as bare code
+//! let __remat_a1 = mask;
+//! let attn = ::remat::region("attention", ::remat::Policy::Save).call(
+//!     (::remat::__private::input(__remat_a0), ::remat::__private::input(__remat_a1),),
+//!     |(__remat_a0, __remat_a1,)| self.attention.forward(__remat_a0, __remat_a1),
+//! );
+//! ```
+//!
+//! Generated locals use mixed-site hygiene, so user code can neither see nor
+//! clash with them; user bindings keep their spans and stay visible after the
+//! block, which expands to plain statements.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::parse::Parser;
+use syn::visit_mut::{self, VisitMut};
+use syn::{Expr, LitStr};
+
+use crate::ast::{self, Invocation, Name, PolicyKind, Region, Stmt};
+use crate::attr;
+use crate::check::{Checker, Mode};
+
+/// The most arguments a region call may take (the runtime implements its
+/// inputs for tuples up to this arity).
+const MAX_ARGS: usize = 12;
+
+/// Entry point of `remat!`.
+pub(crate) fn remat(input: TokenStream) -> TokenStream {
+    let (invocation, mut errors) = ast::parse_invocation(input);
+    let mut expander = Expander::default();
+    match &invocation {
+        Invocation::Stmts(stmts) => {
+            // A standalone block checks only its own statements.
+            let mut checker = Checker::new(Mode::Block);
+            checker.remat_stmts(stmts);
+            if let Some(error) = checker.finish() {
+                ast::push_error(&mut errors, error);
+            }
+            let body = expander.stmts(stmts);
+            let errors = errors.map(|e| e.to_compile_error());
+            quote!(#errors #body)
+        }
+        Invocation::Expr(region) => {
+            let body = expander.region_expr(region);
+            match expander.take_errors() {
+                Some(errors) => {
+                    let errors = errors.to_compile_error();
+                    quote!({ #errors #body })
+                }
+                None => body,
+            }
+        }
+    }
+}
+
+/// Generates code for parsed regions and statements.
+#[derive(Default)]
+pub(crate) struct Expander {
+    /// Numbers the guards of nested scopes, which must not shadow each other.
+    scopes: usize,
+    errors: Option<syn::Error>,
+}
+
+impl Expander {
+    /// Errors found while expanding (too many region arguments).
+    pub(crate) fn take_errors(&mut self) -> Option<syn::Error> {
+        self.errors.take()
+    }
+
+    /// The statements of a `remat! { }` block, as plain statements.
+    pub(crate) fn stmts(&mut self, stmts: &[Stmt]) -> TokenStream {
+        let mut out = TokenStream::new();
+        for stmt in stmts {
+            self.stmt(stmt, &mut out);
+        }
+        if let Some(error) = self.take_errors() {
+            error.to_compile_error().to_tokens(&mut out);
+        }
+        out
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, out: &mut TokenStream) {
+        match stmt {
+            Stmt::Region(stmt) => {
+                let (args, call) = self.region(&stmt.region);
+                args.to_tokens(out);
+                let attrs = &stmt.attrs;
+                match &stmt.pat {
+                    Some(pat) => quote!(#(#attrs)* let #pat = #call;).to_tokens(out),
+                    None => quote!(#(#attrs)* #call;).to_tokens(out),
+                }
+            }
+            Stmt::Needs(stmt) => {
+                let span = stmt.needs.span();
+                for expr in &stmt.exprs {
+                    quote_spanned!(span=> ::remat::recompute_needs_tensor(&#expr);).to_tokens(out);
+                }
+            }
+            Stmt::Scope(stmt) => {
+                // Not a block: the scope is reporting only, and bindings made
+                // in it stay visible after it.
+                let guard =
+                    format_ident!("__remat_scope{}", self.scopes, span = Span::mixed_site());
+                self.scopes += 1;
+                let name = name_tokens(&stmt.name);
+                let span = stmt.scope.span();
+                quote_spanned!(span=> let #guard = ::remat::__private::enter_scope(#name);)
+                    .to_tokens(out);
+                for inner in &stmt.stmts {
+                    self.stmt(inner, out);
+                }
+                quote_spanned!(span=> ::core::mem::drop(#guard);).to_tokens(out);
+            }
+            Stmt::Bare(stmt) => {
+                let mut stmt = (**stmt).clone();
+                attr::Strip.visit_stmt_mut(&mut stmt);
+                stmt.to_tokens(out);
+            }
+        }
+    }
+
+    /// `remat!(POLICY REGION)`: a block whose value is the region's output.
+    pub(crate) fn region_expr(&mut self, region: &Region) -> TokenStream {
+        let (args, call) = self.region(region);
+        quote!({ #args #call })
+    }
+
+    /// The `let`s evaluating a region's arguments, and the runtime call.
+    fn region(&mut self, region: &Region) -> (TokenStream, TokenStream) {
+        let span = region.policy.span;
+        let args: Vec<&Expr> = region.call.args().collect();
+        if args.len() > MAX_ARGS {
+            ast::push_error(
+                &mut self.errors,
+                syn::Error::new_spanned(
+                    args[MAX_ARGS],
+                    format!(
+                        "a region call takes at most {MAX_ARGS} arguments; group the \
+                         others in a struct passed as `::remat::Opaque(...)`"
+                    ),
+                ),
+            );
+        }
+        let locals: Vec<syn::Ident> = (0..args.len())
+            .map(|i| format_ident!("__remat_a{}", i, span = Span::mixed_site()))
+            .collect();
+        let lets = quote!(#(let #locals = #args;)*);
+        let body = region.call.with_args(locals.iter().map(|local| {
+            Expr::Path(syn::ExprPath {
+                attrs: Vec::new(),
+                qself: None,
+                path: local.clone().into(),
+            })
+        }));
+        let name = name_tokens(&region.name);
+        let policy = match region.policy.kind {
+            PolicyKind::Save => quote_spanned!(span=> ::remat::Policy::Save),
+            PolicyKind::Recompute => quote_spanned!(span=> ::remat::Policy::Recompute),
+        };
+        // Spanned at the policy keyword: `region` is `#[track_caller]` and
+        // records the user's line.
+        let call = quote_spanned! {span=>
+            ::remat::region(#name, #policy).call(
+                (#(::remat::__private::input(#locals),)*),
+                |(#(#locals,)*)| #body,
+            )
+        };
+        (lets, call)
+    }
+}
+
+/// A static name is a string literal; a dynamic one is its expression.
+fn name_tokens(name: &Name) -> TokenStream {
+    match name {
+        Name::Static { value, span } => LitStr::new(value, *span).to_token_stream(),
+        Name::Dynamic(expr) => expr.to_token_stream(),
+    }
+}
+
+/// Expands every `remat!` invocation inside a `#[checkpoint]` body in place,
+/// so that the whole body is checked and expanded by the attribute, and the
+/// inner macro never runs. Parse errors are emitted where the invocation was.
+#[derive(Default)]
+pub(crate) struct ExpandNested {
+    expander: Expander,
+}
+
+impl ExpandNested {
+    /// A `remat!` in statement position: its statements, spliced.
+    fn stmts(&mut self, mac: &syn::Macro, semi: Option<syn::Token![;]>) -> Vec<syn::Stmt> {
+        let (invocation, errors) = ast::parse_invocation(mac.tokens.clone());
+        let mut tokens = errors.map(|e| e.to_compile_error()).unwrap_or_default();
+        match &invocation {
+            Invocation::Stmts(stmts) => tokens.extend(self.expander.stmts(stmts)),
+            Invocation::Expr(region) => {
+                let expr = self.expander.region_expr(region);
+                let errors = self.expander.take_errors().map(|e| e.to_compile_error());
+                quote!(#errors #expr #semi).to_tokens(&mut tokens);
+            }
+        }
+        reparse_stmts(tokens)
+    }
+
+    /// A `remat!` in expression position.
+    fn expr(&mut self, mac: &syn::Macro) -> Expr {
+        let (invocation, mut errors) = ast::parse_invocation(mac.tokens.clone());
+        let tokens = match &invocation {
+            Invocation::Expr(region) => {
+                let expr = self.expander.region_expr(region);
+                if let Some(more) = self.expander.take_errors() {
+                    ast::push_error(&mut errors, more);
+                }
+                match errors {
+                    Some(errors) => {
+                        let errors = errors.to_compile_error();
+                        quote!({ #errors #expr })
+                    }
+                    None => expr,
+                }
+            }
+            // Statements in expression position: their own block.
+            Invocation::Stmts(stmts) => {
+                let errors = errors.map(|e| e.to_compile_error());
+                let stmts = self.expander.stmts(stmts);
+                quote!({ #errors #stmts })
+            }
+        };
+        syn::parse2(tokens.clone()).unwrap_or(Expr::Verbatim(tokens))
+    }
+}
+
+/// Generated statements back into syn's tree (so that later passes see
+/// them); they always parse, but fall back to verbatim tokens regardless.
+fn reparse_stmts(tokens: TokenStream) -> Vec<syn::Stmt> {
+    match syn::Block::parse_within.parse2(tokens.clone()) {
+        Ok(stmts) => stmts,
+        Err(_) => vec![syn::Stmt::Expr(Expr::Verbatim(tokens), None)],
+    }
+}
+
+impl VisitMut for ExpandNested {
+    fn visit_block_mut(&mut self, block: &mut syn::Block) {
+        let mut out = Vec::with_capacity(block.stmts.len());
+        let count = block.stmts.len();
+        for (i, stmt) in std::mem::take(&mut block.stmts).into_iter().enumerate() {
+            match stmt {
+                syn::Stmt::Macro(mac) if ast::is_remat(&mac.mac) => {
+                    let mut stmts = self.stmts(&mac.mac, mac.semi_token);
+                    // Only the block's tail may end without `;`.
+                    if i + 1 < count || mac.semi_token.is_some() {
+                        if let Some(syn::Stmt::Expr(_, semi @ None)) = stmts.last_mut() {
+                            *semi = Some(Default::default());
+                        }
+                    }
+                    for mut stmt in stmts {
+                        // Bare code inside may hold further `remat!`s.
+                        self.visit_stmt_mut(&mut stmt);
+                        out.push(stmt);
+                    }
+                }
+                mut stmt => {
+                    self.visit_stmt_mut(&mut stmt);
+                    out.push(stmt);
+                }
+            }
+        }
+        block.stmts = out;
+    }
+
+    fn visit_expr_mut(&mut self, expr: &mut Expr) {
+        if let Expr::Macro(mac) = expr {
+            if ast::is_remat(&mac.mac) {
+                *expr = self.expr(&mac.mac);
+            }
+        }
+        visit_mut::visit_expr_mut(self, expr);
+    }
+
+    /// A `remat!` in a nested item belongs to that item: rustc expands it
+    /// as a standalone block.
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}

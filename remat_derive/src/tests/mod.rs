@@ -1,0 +1,68 @@
+//! Unit tests of the macros, through their token-level entry points.
+
+mod check;
+mod expand;
+mod fuzz;
+mod parse;
+
+use proc_macro2::{TokenStream, TokenTree};
+
+/// The messages of the `compile_error!`s in an expansion, in order.
+pub(crate) fn errors(tokens: &TokenStream) -> Vec<String> {
+    let mut out = Vec::new();
+    collect_errors(tokens.clone(), &mut out);
+    out
+}
+
+fn collect_errors(tokens: TokenStream, out: &mut Vec<String>) {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    for (i, token) in tokens.iter().enumerate() {
+        match token {
+            TokenTree::Ident(ident) if ident == "compile_error" => {
+                if let Some(TokenTree::Group(group)) = tokens.get(i + 2) {
+                    if let Ok(lit) = syn::parse2::<syn::LitStr>(group.stream()) {
+                        out.push(lit.value());
+                    }
+                }
+            }
+            TokenTree::Group(group) => collect_errors(group.stream(), out),
+            _ => {}
+        }
+    }
+}
+
+/// Runs `remat!` on `input` and returns its error messages.
+pub(crate) fn remat_errors(input: TokenStream) -> Vec<String> {
+    errors(&crate::expand::remat(input))
+}
+
+/// Runs `#[checkpoint(args)]` on `item` and returns its error messages.
+pub(crate) fn checkpoint_errors(args: TokenStream, item: TokenStream) -> Vec<String> {
+    errors(&crate::checkpoint::checkpoint(args, item))
+}
+
+/// Pretty-prints generated items (a file).
+pub(crate) fn pretty_items(tokens: TokenStream) -> String {
+    match syn::parse2::<syn::File>(tokens.clone()) {
+        Ok(file) => prettyplease::unparse(&file),
+        Err(error) => panic!("expansion does not parse as items: {error}\n{tokens}"),
+    }
+}
+
+/// Pretty-prints generated statements, inside a function.
+pub(crate) fn pretty_stmts(tokens: TokenStream) -> String {
+    pretty_items(quote::quote!(fn __expansion() { #tokens }))
+}
+
+/// Asserts that exactly one error was found, containing each of `parts`.
+#[track_caller]
+pub(crate) fn assert_one_error(errors: &[String], parts: &[&str]) {
+    assert_eq!(errors.len(), 1, "expected one error, got {errors:#?}");
+    for part in parts {
+        assert!(
+            errors[0].contains(part),
+            "error {:?} does not contain {part:?}",
+            errors[0]
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! What a `#[checkpoint]` function's closure may own.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use tch::Tensor;
+
+/// A value a checkpoint closure can own: replay runs inside backward, after
+/// the function returned, so the closure keeps its own copy of everything it
+/// uses. Capturing is cheap: tensors are shallow clones (the same tensor),
+/// shared pointers are cloned.
+///
+/// `#[derive(Capture)]` implements it for structs whose fields implement it.
+///
+/// ```
+/// use remat_runtime::Capture;
+/// let w = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let (w2, n) = (w.capture(), 3usize.capture());
+/// assert_eq!(remat_runtime::storage_key(&w), remat_runtime::storage_key(&w2));
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be captured by a checkpoint",
+    label = "replay runs after the function returns, so the checkpoint must own this value",
+    note = "implement `remat::Capture` for it (`#[derive(Capture)]` on a struct of capturable fields), \
+            wrap it in an `Arc`, or pass it as a tensor parameter"
+)]
+pub trait Capture: Sized + 'static {
+    /// An owned handle to the same value.
+    fn capture(&self) -> Self;
+}
+
+impl Capture for Tensor {
+    fn capture(&self) -> Self {
+        self.shallow_clone()
+    }
+}
+
+macro_rules! clone_capture {
+    ($($t:ty),*) => {$(
+        impl Capture for $t {
+            fn capture(&self) -> Self {
+                self.clone()
+            }
+        }
+    )*};
+}
+clone_capture!(
+    bool,
+    char,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    f32,
+    f64,
+    (),
+    String,
+    &'static str,
+    tch::Device,
+    tch::Kind
+);
+
+impl<T: Capture> Capture for Option<T> {
+    fn capture(&self) -> Self {
+        self.as_ref().map(T::capture)
+    }
+}
+
+impl<T: Capture> Capture for Vec<T> {
+    fn capture(&self) -> Self {
+        self.iter().map(T::capture).collect()
+    }
+}
+
+impl<T: Capture, const N: usize> Capture for [T; N] {
+    fn capture(&self) -> Self {
+        std::array::from_fn(|i| self[i].capture())
+    }
+}
+
+impl<T: ?Sized + 'static> Capture for Arc<T> {
+    fn capture(&self) -> Self {
+        Arc::clone(self)
+    }
+}
+
+/// Compiles, but a checkpoint closure must be `Send` (replay may run on an
+/// autograd worker thread), so an `Rc` can only be captured by a closure you
+/// do not hand to a checkpoint; prefer `Arc`.
+impl<T: ?Sized + 'static> Capture for Rc<T> {
+    fn capture(&self) -> Self {
+        Rc::clone(self)
+    }
+}
+
+macro_rules! tuple_capture {
+    ($($name:ident $i:tt)+) => {
+        impl<$($name: Capture),+> Capture for ($($name,)+) {
+            fn capture(&self) -> Self {
+                ($(self.$i.capture(),)+)
+            }
+        }
+    };
+}
+tuple_capture!(A 0);
+tuple_capture!(A 0 B 1);
+tuple_capture!(A 0 B 1 C 2);
+tuple_capture!(A 0 B 1 C 2 D 3);
+tuple_capture!(A 0 B 1 C 2 D 3 E 4);
+tuple_capture!(A 0 B 1 C 2 D 3 E 4 F 5);
+
+// tch's `LayerNorm` and `Embedding` keep private fields, so they cannot be
+// rebuilt around shallow clones here: capture their tensors instead.
+impl Capture for tch::nn::Linear {
+    fn capture(&self) -> Self {
+        tch::nn::Linear {
+            ws: self.ws.shallow_clone(),
+            bs: self.bs.as_ref().map(Tensor::shallow_clone),
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The trace: which regions (and scopes) a forward went through.
+
+use crate::frame::is_recomputing;
+use crate::region::Policy;
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::fmt;
+
+/// One node of a [`Trace`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceEntry {
+    /// A scope from [`trace_scope`] and what ran inside it.
+    Scope {
+        /// The scope's name.
+        name: String,
+        /// What ran inside.
+        entries: Vec<TraceEntry>,
+    },
+    /// A region reached on a checkpoint's forward.
+    Region {
+        /// The region's name (relative to its checkpoint).
+        name: String,
+        /// Its policy.
+        policy: Policy,
+    },
+}
+
+/// The tree of regions and scopes seen on the forward (replay is not
+/// recorded), from [`collect_trace`].
+///
+/// ```
+/// use remat_runtime::{checkpoint, collect_trace, region, trace_scope, Policy};
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let (_, trace) = collect_trace(|| {
+///     trace_scope("block", || {
+///         checkpoint("c").call(&x, |x| region("mlp", Policy::Recompute).call(&x, |x| x.sin()))
+///     })
+/// });
+/// assert_eq!(trace.to_string(), "remat trace\n  block\n    mlp: recompute\n");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// The top-level entries, in order.
+    pub entries: Vec<TraceEntry>,
+}
+
+impl fmt::Display for Trace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn write(f: &mut fmt::Formatter<'_>, entries: &[TraceEntry], depth: usize) -> fmt::Result {
+            for e in entries {
+                let pad = "  ".repeat(depth);
+                match e {
+                    TraceEntry::Scope { name, entries } => {
+                        writeln!(f, "{pad}{name}")?;
+                        write(f, entries, depth + 1)?;
+                    }
+                    TraceEntry::Region { name, policy } => {
+                        let p = match policy {
+                            Policy::Save => "save",
+                            Policy::Recompute => "recompute",
+                        };
+                        writeln!(f, "{pad}{name}: {p}")?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        writeln!(f, "remat trace")?;
+        write(f, &self.entries, 1)
+    }
+}
+
+#[derive(Default)]
+struct Collector {
+    /// Open scopes: name and entries so far; index 0 is the root.
+    stack: Vec<(String, Vec<TraceEntry>)>,
+}
+
+thread_local! {
+    static TRACE: RefCell<Option<Collector>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` and returns what it traced on this thread.
+pub fn collect_trace<R>(f: impl FnOnce() -> R) -> (R, Trace) {
+    let previous = TRACE.with(|t| {
+        t.borrow_mut().replace(Collector {
+            stack: vec![(String::new(), Vec::new())],
+        })
+    });
+    struct Restore(Option<Option<Collector>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(previous) = self.0.take() {
+                TRACE.with(|t| *t.borrow_mut() = previous);
+            }
+        }
+    }
+    let mut restore = Restore(Some(previous));
+    let out = f();
+    let collected =
+        TRACE.with(|t| std::mem::replace(&mut *t.borrow_mut(), restore.0.take().flatten()));
+    let mut stack = collected.map(|c| c.stack).unwrap_or_default();
+    // Scopes left open (a panic inside one was caught) are closed here.
+    while stack.len() > 1 {
+        let (name, entries) = stack.pop().expect("len > 1");
+        stack
+            .last_mut()
+            .expect("root")
+            .1
+            .push(TraceEntry::Scope { name, entries });
+    }
+    let entries = stack.pop().map(|(_, e)| e).unwrap_or_default();
+    (out, Trace { entries })
+}
+
+/// Runs `f` inside a named scope of the trace (reporting only).
+///
+/// ```
+/// let y = remat_runtime::trace_scope("embeddings", || 1 + 1);
+/// assert_eq!(y, 2);
+/// ```
+pub fn trace_scope<R>(name: impl Into<Cow<'static, str>>, f: impl FnOnce() -> R) -> R {
+    let _scope = enter_scope(name);
+    f()
+}
+
+/// Closes the scope it opened when dropped (see [`enter_scope`]).
+#[must_use = "the scope closes when the guard is dropped"]
+pub struct ScopeGuard {
+    open: bool,
+}
+
+/// Opens a trace scope until the guard is dropped; what the `scope` statement
+/// of `remat!` uses.
+///
+/// ```
+/// let _g = remat_runtime::enter_scope("attention block");
+/// ```
+pub fn enter_scope(name: impl Into<Cow<'static, str>>) -> ScopeGuard {
+    let open = !is_recomputing()
+        && TRACE.with(|t| match &mut *t.borrow_mut() {
+            Some(c) => {
+                c.stack.push((name.into().into_owned(), Vec::new()));
+                true
+            }
+            None => false,
+        });
+    ScopeGuard { open }
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        TRACE.with(|t| {
+            if let Some(c) = &mut *t.borrow_mut() {
+                if c.stack.len() > 1 {
+                    let (name, entries) = c.stack.pop().expect("len > 1");
+                    c.stack
+                        .last_mut()
+                        .expect("root")
+                        .1
+                        .push(TraceEntry::Scope { name, entries });
+                }
+            }
+        });
+    }
+}
+
+/// Records a region reached on a forward, if a trace is being collected.
+pub(crate) fn record_region(name: &str, policy: Policy) {
+    TRACE.with(|t| {
+        if let Some(c) = &mut *t.borrow_mut() {
+            if let Some(top) = c.stack.last_mut() {
+                top.1.push(TraceEntry::Region {
+                    name: name.to_string(),
+                    policy,
+                });
+            }
+        }
+    });
+}
