@@ -151,7 +151,8 @@ struct RustSavedHooks final : public SavedVariableHooks {
     // would make a cycle through its grad_fn and leak the graph.
     auto* alias = new at::Tensor(tensor.detach());
     std::string err;
-    void* payload = g_cb.hooks_pack(pair_->rust, alias, &err);
+    int grad_leaf = tensor.requires_grad() && tensor.is_leaf();
+    void* payload = g_cb.hooks_pack(pair_->rust, alias, grad_leaf, &err);
     if (payload == nullptr) {
       throw std::runtime_error(err);
     }

@@ -37,8 +37,11 @@ typedef struct remat_callbacks {
   void (*node_release)(void* ctx);
   void (*node_drop)(void* ctx);
   // Saved-tensor hooks. `tensor` is owned by Rust (a detached alias of the
-  // saved tensor). Returns a payload, or NULL after `remat_error_set`.
-  void* (*hooks_pack)(void* hooks, remat_tensor* tensor, void* err);
+  // saved tensor); `grad_leaf` says whether the saved tensor is a leaf that
+  // requires grad (a parameter). Returns a payload, or NULL after
+  // `remat_error_set`.
+  void* (*hooks_pack)(void* hooks, remat_tensor* tensor, int grad_leaf,
+                      void* err);
   // Returns an owned tensor, or NULL after `remat_error_set`.
   remat_tensor* (*hooks_unpack)(void* hooks, void* payload, void* err);
   void (*payload_drop)(void* hooks, void* payload);

@@ -121,6 +121,8 @@ pub(crate) struct Inner {
     pub replay_error: Option<String>,
     replayed: HashSet<i64>,
     pub records: HashMap<String, Arc<SaveRecord>>,
+    /// The same records in forward order.
+    pub order: Vec<Arc<SaveRecord>>,
     pub persist: PersistIndex,
     entry_snapshots: Snapshots,
 }
@@ -171,6 +173,8 @@ impl CheckpointState {
             return Ok(());
         }
         let inputs = self.saved_inputs()?;
+        // Its tape is being rebuilt: no longer a forward's saved state.
+        crate::saved_report::unregister(self);
         {
             let mut inner = lock(&self.inner);
             inner.replay_count = 0;
@@ -405,6 +409,7 @@ impl Checkpoint {
             replay_lock: Mutex::new(()),
             inner: Mutex::new(Inner::default()),
         });
+        crate::saved_report::register(&state);
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
             let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);

@@ -29,9 +29,11 @@ mod io;
 mod nodes;
 mod persist;
 mod region;
+mod report;
 mod save_region;
 mod saved_hooks;
 mod saved_input;
+mod saved_report;
 mod state_hooks;
 mod trace;
 
@@ -48,9 +50,13 @@ pub use frame::{is_recomputing, Phase};
 pub use function::{apply, try_apply, BackwardContext, ForwardContext, Function};
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
 pub use region::{recompute_needs_tensor, region, Policy, Region};
+pub use report::{memory_report, KeptStorage, MemoryReport, RegionMemory};
 pub use saved_hooks::{
     current_saved_tensor_info, saved_tensors_hooks, SavedTensorInfo, SavedTensorKind,
     SavedTensorsHooks, TensorHooks,
+};
+pub use saved_report::{
+    saved_tensors_report, track_saved_tensors, CheckpointMemory, OutsideSaves, SavedTensorsReport,
 };
 pub use state_hooks::{RecomputeStateHook, RngStateHook};
 pub use tch::Tensor;

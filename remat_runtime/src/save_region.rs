@@ -4,7 +4,7 @@
 
 use crate::bridge::{
     graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder, storage_key,
-    tensor_version, HookPair, Payload, PlaceholderSpec, StorageKey,
+    storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec, StorageKey, WeakStorage,
 };
 use crate::checkpoint::CheckpointState;
 use crate::error::{Error, Result};
@@ -12,19 +12,33 @@ use crate::frame;
 use crate::holder::lock;
 use crate::io::{input_tensors, RegionInputs, RegionOutput};
 use crate::nodes::non_leaf;
+use crate::report::{KeptStorage, RegionMemory};
 use crate::saved_hooks::{SavedTensorKind, SavedTensorsHooks, TensorHooks};
 use crate::saved_input::{classify, rebuild, InputInfo, ViewSpec};
 use crate::state_hooks::{restore_all, snapshot_all, Snapshots};
 use std::any::Any;
 use std::collections::HashSet;
+use std::panic::Location;
 use std::sync::{Arc, Mutex};
+use tch::Kind;
 use tch::Tensor;
 
 /// What the forward of one `Save` region recorded for its replay.
 pub(crate) struct SaveRecord {
     /// `checkpoint::region`.
     pub display: String,
+    /// Where the region was called (the default annotation of reports).
+    pub location: &'static Location<'static>,
     inner: Mutex<RecordInner>,
+}
+
+/// A save kept as is, for reports.
+struct KeptRow {
+    name: String,
+    storage: WeakStorage,
+    nbytes: i64,
+    sizes: Vec<i64>,
+    kind: Kind,
 }
 
 struct OutputSpec {
@@ -60,6 +74,8 @@ struct RecordInner {
     recipes: Vec<Recipe>,
     rebuilt: Vec<Option<Tensor>>,
     identity_storages: HashSet<StorageKey>,
+    kept: Vec<KeptRow>,
+    offloaded: usize,
     unnamed: usize,
     /// The user's hooks at region entry, for persisted outputs, and the
     /// context they captured at region exit.
@@ -143,11 +159,21 @@ impl HookPair for SaveHooks {
         if let Some(hooks) = frame::user_hooks() {
             let context = hooks.capture();
             let payload = hooks.pack(tensor, SavedTensorKind::Backward, context)?;
+            lock(&record.inner).offloaded += 1;
             return Ok(Box::new(Saved::User { hooks, payload }));
         }
         let mut inner = lock(&record.inner);
         if let Some(key) = storage_key(&tensor) {
             inner.identity_storages.insert(key);
+        }
+        if let Some(storage) = WeakStorage::new(&tensor) {
+            inner.kept.push(KeptRow {
+                name: name.clone(),
+                storage,
+                nbytes: storage_nbytes(&tensor),
+                sizes: tensor.size(),
+                kind: tensor.kind(),
+            });
         }
         let version = tensor_version(&tensor).map_err(|e| e.to_string())?;
         Ok(Box::new(Saved::Kept {
@@ -200,6 +226,7 @@ impl HookPair for SaveHooks {
 pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     state: &Arc<CheckpointState>,
     name: &str,
+    location: &'static Location<'static>,
     inputs: I,
     body: impl FnOnce(I) -> O,
 ) -> Result<O> {
@@ -215,15 +242,18 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     let output_hooks = frame::user_hooks();
     let record = Arc::new(SaveRecord {
         display,
+        location,
         inner: Mutex::new(RecordInner {
             inputs: infos,
             output_hooks: output_hooks.clone(),
             ..RecordInner::default()
         }),
     });
-    lock(&state.inner)
-        .records
-        .insert(name.to_string(), record.clone());
+    {
+        let mut inner = lock(&state.inner);
+        inner.records.insert(name.to_string(), record.clone());
+        inner.order.push(record.clone());
+    }
     let out = {
         let _hooks = SavedTensorsHooks::push(Some(Arc::new(SaveHooks(record.clone()))));
         let _save = frame::enter_save_body();
@@ -411,4 +441,66 @@ pub(crate) fn reject_grad_leaves(display: &str, parts: &[Option<Tensor>]) -> Res
         }
     }
     Ok(())
+}
+
+impl SaveRecord {
+    /// What this region keeps now: its saves kept as is and its resident
+    /// persisted outputs, one entry per storage (billed whole).
+    pub(crate) fn memory(&self) -> RegionMemory {
+        let inner = lock(&self.inner);
+        let mut storages: Vec<(StorageKey, KeptStorage)> = Vec::new();
+        let mut add =
+            |key: StorageKey, name: String, bytes: i64, sizes: Vec<i64>, kind: Kind| match storages
+                .iter_mut()
+                .find(|(k, _)| *k == key)
+            {
+                Some((_, s)) => s.names.push(name),
+                None => storages.push((
+                    key,
+                    KeptStorage {
+                        names: vec![name],
+                        bytes,
+                        sizes,
+                        kind,
+                        annotation: None,
+                    },
+                )),
+            };
+        for row in &inner.kept {
+            if row.storage.is_alive() {
+                add(
+                    row.storage.key(),
+                    row.name.clone(),
+                    row.nbytes,
+                    row.sizes.clone(),
+                    row.kind,
+                );
+            }
+        }
+        let mut offloaded = inner.offloaded;
+        for (i, slot) in inner.slots.iter().enumerate() {
+            match slot {
+                Some(Slot::Resident { value, .. }) => {
+                    if let Some(key) = storage_key(value) {
+                        add(
+                            key,
+                            format!("output.{i}"),
+                            storage_nbytes(value),
+                            value.size(),
+                            value.kind(),
+                        );
+                    }
+                }
+                Some(Slot::Packed { .. }) => offloaded += 1,
+                _ => {}
+            }
+        }
+        RegionMemory {
+            region: self.display.clone(),
+            location: format!("{}:{}", self.location.file(), self.location.line()),
+            storages,
+            rebuilt: inner.recipes.iter().map(|r| r.name.clone()).collect(),
+            offloaded,
+        }
+    }
 }

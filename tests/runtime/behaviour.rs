@@ -462,3 +462,115 @@ fn determinism_bitwise_catches_a_replay_with_other_values() {
         "{err}"
     );
 }
+
+#[test]
+fn offloading_hooks_see_all_three_kinds_with_the_producers_context() {
+    use remat::{current_saved_tensor_info, SavedTensorKind, TensorHooks};
+    let label = Arc::new(Mutex::new("outside"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (l, s) = (label.clone(), seen.clone());
+    // "Offload" to f64 and back: exact for f32 values.
+    let hooks = TensorHooks::with_capture(
+        move |t: Tensor| {
+            let info = current_saved_tensor_info().expect("inside a pack hook");
+            let context = info.context.and_then(|c| c.downcast_ref::<&str>().copied());
+            s.lock().unwrap().push((info.kind, context));
+            t.to_kind(Kind::Double)
+        },
+        |d: &Tensor| d.to_kind(Kind::Float),
+        move || *l.lock().unwrap(),
+    );
+    let x = input();
+    let l = label.clone();
+    let y = {
+        let _offload = hooks.push();
+        checkpoint("c").call(&x, move |x| {
+            *l.lock().unwrap() = "producer";
+            let a = region("p", Policy::Save).call(&x, |x| (x * 2.0).exp());
+            *l.lock().unwrap() = "consumer";
+            recompute_needs_tensor(&a);
+            a.sin()
+        })
+    };
+    let g = grad_of(&x, &y.sum(Kind::Float));
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            (SavedTensorKind::CheckpointInput, None),
+            (SavedTensorKind::Backward, Some("producer")),
+            (SavedTensorKind::SaveOutput, Some("producer")),
+        ]
+    );
+    let x2 = input();
+    assert_bitwise(
+        &g,
+        &grad_of(&x2, &(&x2 * 2.0).exp().sin().sum(Kind::Float)),
+        "gradient",
+    );
+}
+
+/// A Save output kept for replay, and a weak handle to its storage.
+fn kept_output(x: &Tensor) -> (Tensor, Arc<Mutex<Option<remat::WeakStorage>>>) {
+    let weak = Arc::new(Mutex::new(None));
+    let w = weak.clone();
+    let y = checkpoint("c").call(x, move |x| {
+        let a = region("p", Policy::Save).call(&x, |x| x * 2.0);
+        if !is_recomputing() {
+            *w.lock().unwrap() = remat::WeakStorage::new(&a);
+        }
+        recompute_needs_tensor(&a);
+        a.sin().sum(Kind::Float)
+    });
+    (y, weak)
+}
+
+#[test]
+fn persisted_values_are_freed_after_backward_unless_the_graph_is_retained() {
+    let x = input();
+    let (y, weak) = kept_output(&x);
+    let alive = || weak.lock().unwrap().as_ref().unwrap().is_alive();
+    assert!(alive(), "kept for replay");
+    backward_with(&y, true).unwrap();
+    assert!(alive(), "retain_graph keeps it for the next backward");
+    backward_with(&y, false).unwrap();
+    assert!(!alive(), "served and released");
+}
+
+#[test]
+fn modifying_a_persisted_output_in_place_errors_at_backward() {
+    let x = input();
+    let y = checkpoint("c").call(&x, |x| {
+        let mut a = region("p", Policy::Save).call(&x, |x| x * 2.0);
+        recompute_needs_tensor(&a);
+        let b = a.sin();
+        let _ = a.g_add_(&Tensor::ones([2, 2], tch::kind::FLOAT_CPU));
+        b
+    });
+    let err = remat::Error::from(y.sum(Kind::Float).f_backward().unwrap_err()).to_string();
+    assert!(
+        err.contains("region `c::p`: output 0 was modified in place after it was kept for replay"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_trace_shows_regions_and_scopes_of_the_forward_only() {
+    use remat::{collect_trace, trace_scope};
+    let x = input();
+    let (y, trace) = collect_trace(|| {
+        trace_scope("model", || {
+            checkpoint("c").call(&x, |x| {
+                let a = trace_scope("attn", || {
+                    region("attention", Policy::Save).call(&x, |x| x.sin())
+                });
+                recompute_needs_tensor(&a);
+                region("mlp", Policy::Recompute).call(&a, |a| a.cos())
+            })
+        })
+    });
+    let expected = "remat trace\n  model\n    attn\n      attention: save\n    mlp: recompute\n";
+    assert_eq!(trace.to_string(), expected);
+    let ((), after) = collect_trace(|| y.sum(Kind::Float).backward());
+    assert!(after.entries.is_empty(), "replay is not traced: {after}");
+}

@@ -5,4 +5,5 @@ mod common;
 
 mod behaviour;
 mod gradients;
+mod memory;
 mod threads;

@@ -114,12 +114,15 @@ unsafe extern "C" fn node_drop(ctx: *mut c_void) {
 unsafe extern "C" fn hooks_pack(
     hooks: *mut c_void,
     tensor: *mut C_tensor,
+    grad_leaf: c_int,
     err: *mut c_void,
 ) -> *mut c_void {
     // SAFETY: C++ hands over ownership of `tensor`; `hooks` is the
     // `Arc<dyn HookPair>` box pushed by `push_hooks`, alive while C++ holds it.
     let (pair, tensor) = unsafe { (&*(hooks as *const Arc<dyn HookPair>), take_tensor(tensor)) };
-    match run(err, "saved-tensor pack hook", || pair.pack(tensor)) {
+    match run(err, "saved-tensor pack hook", || {
+        pair.pack_saved(tensor, grad_leaf != 0)
+    }) {
         Some(payload) => Box::into_raw(Box::new(Mutex::new(payload))) as *mut c_void,
         None => std::ptr::null_mut(),
     }

@@ -22,6 +22,7 @@ pub(super) struct Callbacks {
     pub hooks_pack: unsafe extern "C" fn(
         hooks: *mut c_void,
         tensor: *mut C_tensor,
+        grad_leaf: c_int,
         err: *mut c_void,
     ) -> *mut c_void,
     pub hooks_unpack: unsafe extern "C" fn(

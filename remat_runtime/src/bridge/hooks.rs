@@ -15,6 +15,12 @@ pub(crate) type Payload = Box<dyn Any + Send>;
 pub(crate) trait HookPair: Send + Sync + 'static {
     /// Receives a detached alias of the tensor being saved.
     fn pack(&self, tensor: Tensor) -> Result<Payload, String>;
+    /// What libtorch calls: `grad_leaf` says the saved tensor is a leaf that
+    /// requires grad (a parameter). Most pairs do not care.
+    fn pack_saved(&self, tensor: Tensor, grad_leaf: bool) -> Result<Payload, String> {
+        let _ = grad_leaf;
+        self.pack(tensor)
+    }
     /// Gives back the tensor for a payload this pair packed.
     fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String>;
 }

@@ -1,0 +1,193 @@
+//! Memory reports: what a checkpoint keeps for backward, per `Save` region.
+
+use crate::bridge::StorageKey;
+use crate::error::{Error, Result};
+use crate::frame::{self, Phase};
+use crate::holder::lock;
+use std::collections::HashSet;
+use std::fmt;
+use tch::Kind;
+
+/// One storage a `Save` region keeps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeptStorage {
+    /// The saves (`saved.<i>`) and outputs (`output.<i>`) that use it.
+    pub names: Vec<String>,
+    /// The storage's whole size.
+    pub bytes: i64,
+    /// Shape of the first tensor seen on it.
+    pub sizes: Vec<i64>,
+    /// Its element type.
+    pub kind: Kind,
+    /// A note from [`MemoryReport::annotate`] (e.g. where it was allocated).
+    pub annotation: Option<String>,
+}
+
+/// What one `Save` region keeps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionMemory {
+    /// `checkpoint::region`.
+    pub region: String,
+    /// Where the region was called (`file:line`).
+    pub location: String,
+    pub(crate) storages: Vec<(StorageKey, KeptStorage)>,
+    /// Saves that replay rebuilds from its inputs instead of keeping.
+    pub rebuilt: Vec<String>,
+    /// Saves and outputs handed to saved-tensor hooks (not resident here).
+    pub offloaded: usize,
+}
+
+impl RegionMemory {
+    /// The storages it keeps, one entry each.
+    pub fn storages(&self) -> impl Iterator<Item = &KeptStorage> {
+        self.storages.iter().map(|(_, s)| s)
+    }
+
+    /// Bytes of all storages it keeps.
+    pub fn bytes(&self) -> i64 {
+        self.storages().map(|s| s.bytes).sum()
+    }
+}
+
+/// What the running checkpoint keeps so far, from [`memory_report`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryReport {
+    /// The checkpoint's name.
+    pub checkpoint: String,
+    /// One entry per `Save` region, in forward order.
+    pub regions: Vec<RegionMemory>,
+}
+
+impl MemoryReport {
+    /// Bytes kept, each storage counted once across regions.
+    pub fn total_bytes(&self) -> i64 {
+        let mut seen = HashSet::new();
+        self.regions
+            .iter()
+            .flat_map(|r| r.storages.iter())
+            .filter(|(k, _)| seen.insert(*k))
+            .map(|(_, s)| s.bytes)
+            .sum()
+    }
+
+    /// Adds a note to each storage row, shown after it (the region's call
+    /// site is always shown on the region's line).
+    ///
+    /// ```
+    /// # fn f(mut report: remat_runtime::MemoryReport) {
+    /// report.annotate(|region, row| Some(format!("{} x{}", region.location, row.names.len())));
+    /// # }
+    /// ```
+    pub fn annotate(&mut self, f: impl Fn(&RegionMemory, &KeptStorage) -> Option<String>) {
+        for r in &mut self.regions {
+            let notes: Vec<_> = r.storages().map(|s| f(r, s)).collect();
+            for ((_, s), note) in r.storages.iter_mut().zip(notes) {
+                s.annotation = note;
+            }
+        }
+    }
+
+    /// How many distinct storages are kept.
+    pub fn storage_count(&self) -> usize {
+        let keys: HashSet<_> = self
+            .regions
+            .iter()
+            .flat_map(|r| r.storages.iter().map(|(k, _)| *k))
+            .collect();
+        keys.len()
+    }
+}
+
+/// `1536` → `1.50 KiB`.
+pub(crate) fn human_bytes(n: i64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}
+
+impl fmt::Display for MemoryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{}: {} kept in {} storage(s)",
+            self.checkpoint,
+            human_bytes(self.total_bytes()),
+            self.storage_count()
+        )?;
+        for r in &self.regions {
+            writeln!(
+                f,
+                "  {} ({}): {}",
+                r.region,
+                r.location,
+                human_bytes(r.bytes())
+            )?;
+            for s in r.storages() {
+                write!(
+                    f,
+                    "    {:>10}  {}  {:?} {:?}",
+                    human_bytes(s.bytes),
+                    s.names.join(" = "),
+                    s.sizes,
+                    s.kind
+                )?;
+                match &s.annotation {
+                    Some(note) => writeln!(f, "  {note}")?,
+                    None => writeln!(f)?,
+                }
+            }
+            if !r.rebuilt.is_empty() {
+                writeln!(
+                    f,
+                    "    + {} save(s) rebuilt on replay, not kept: {}",
+                    r.rebuilt.len(),
+                    r.rebuilt.join(", ")
+                )?;
+            }
+            if r.offloaded > 0 {
+                writeln!(
+                    f,
+                    "    + {} offloaded by saved-tensor hooks, not resident",
+                    r.offloaded
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the running checkpoint's `Save` regions keep so far; call it from
+/// inside a checkpoint's forward (e.g. at the end of the closure).
+///
+/// ```
+/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let y = checkpoint("block").call(&x, |x| {
+///     let h = region("exp", Policy::Save).call(&x, |x| (x * 2).exp());
+///     let report = memory_report().unwrap();
+///     assert_eq!(report.total_bytes(), 64); // exp keeps its 4x4 f32 result
+///     h
+/// });
+/// ```
+pub fn memory_report() -> Result<MemoryReport> {
+    let state = frame::with_top(|f| match f {
+        Some(f) if f.phase == Phase::Forward => Ok(f.state.clone()),
+        _ => Err(Error::Checkpoint {
+            checkpoint: "<none>".into(),
+            message: "memory_report() must be called inside a checkpoint's forward".into(),
+        }),
+    })?;
+    let records = lock(&state.inner).order.clone();
+    Ok(MemoryReport {
+        checkpoint: state.display_name().to_string(),
+        regions: records.iter().map(|r| r.memory()).collect(),
+    })
+}
