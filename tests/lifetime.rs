@@ -64,14 +64,21 @@ fn a_panic_on_the_forward_leaves_nothing_behind() {
 fn a_graph_dropped_without_backward_frees_its_checkpoints() {
     let before = live_checkpoints();
     let x = input();
-    let y = checkpoint("c").call(&x, |x| {
-        let a = region("p", Policy::Save).call(&x, |x| x.sin());
+    let kept = Arc::new(std::sync::Mutex::new(None));
+    let k = kept.clone();
+    let y = checkpoint("c").call(&x, move |x| {
+        // exp keeps its result (a Save region's save) and it is persisted.
+        let a = region("p", Policy::Save).call(&x, |x| (x * 2.0).exp());
+        *k.lock().unwrap() = remat::WeakStorage::new(&a);
         recompute_needs_tensor(&a);
         (a * 2).exp()
     });
     assert_eq!(live_checkpoints(), before + 1);
+    let kept = kept.lock().unwrap().take().unwrap();
+    assert!(kept.is_alive(), "kept for backward");
     drop(y);
     assert_eq!(live_checkpoints(), before);
+    assert!(!kept.is_alive(), "the kept bytes went with the graph");
 }
 
 fn grad_mode_off_runs_the_closure_once_as_plain_code() {

@@ -574,3 +574,39 @@ fn the_trace_shows_regions_and_scopes_of_the_forward_only() {
     let ((), after) = collect_trace(|| y.sum(Kind::Float).backward());
     assert!(after.entries.is_empty(), "replay is not traced: {after}");
 }
+
+#[test]
+fn returning_a_save_output_from_the_checkpoint_is_fine() {
+    let x = input();
+    let y = checkpoint("c").call(&x, |x| {
+        let h = x.tanh();
+        region("out", Policy::Save).call(&h, |h| h * 3.0)
+    });
+    let g = grad_of(&x, &y.sum(Kind::Float));
+    let x2 = input();
+    assert_bitwise(
+        &g,
+        &grad_of(&x2, &(x2.tanh() * 3.0).sum(Kind::Float)),
+        "gradient",
+    );
+}
+
+#[test]
+fn an_error_on_the_forward_leaves_the_thread_clean() {
+    let x = input();
+    let err = checkpoint("c")
+        .try_call(&x, |x| {
+            let a = region("r", Policy::Save).call(&x, |x| x.sin());
+            region("r", Policy::Save).call(&a, |a| a.cos())
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("used twice"), "{err}");
+    assert!(!is_recomputing());
+    // Saves are plain again: a region outside a checkpoint is a plain call.
+    let y = region("r", Policy::Save).call(&x, |x| x.sin());
+    assert_bitwise(
+        &grad_of(&x, &y.sum(Kind::Float)),
+        &tch::no_grad(|| x.cos()),
+        "plain gradient",
+    );
+}
