@@ -2,7 +2,7 @@
 //! the closure in backward when the first of those tensors is needed.
 
 use crate::bridge::{grad_enabled, grad_fn_saved, GradModeGuard};
-use crate::error::{panic_message, Error, Result};
+use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::frame::{self, Phase};
 use crate::holder::{lock, ForwardHooks, ForwardSave, Holder, ReplayHooks};
 use crate::io::{CheckpointInputs, RegionOutput};
@@ -12,7 +12,6 @@ use crate::save_region::SaveRecord;
 use crate::saved_hooks::{SavedTensorKind, SavedTensorsHooks, TensorHooks};
 use crate::state_hooks::{restore_all, snapshot_all, RecomputeStateHook, RestoreOnDrop, Snapshots};
 use std::collections::{HashMap, HashSet};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tch::{Device, Kind, Tensor};
@@ -193,7 +192,7 @@ impl CheckpointState {
             };
             restore_all(&self.state_hooks, &lock(&self.inner).entry_snapshots);
             let mut body = lock(&self.body);
-            let outcome = catch_unwind(AssertUnwindSafe(|| (body)(inputs)));
+            let outcome = catch_quietly(|| (body)(inputs));
             drop(outer);
             outcome
         };
@@ -281,6 +280,23 @@ pub fn checkpoint(name: impl Into<String>) -> Checkpoint {
 
 impl Checkpoint {
     /// How replay is checked against the forward (default: count only).
+    ///
+    /// With [`Determinism::Metadata`], a replay that saves a tensor of
+    /// another shape than the forward did is an error of the backward:
+    ///
+    /// ```
+    /// use remat_runtime::{backward_with, checkpoint, is_recomputing, Determinism};
+    /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("block")
+    ///     .determinism(Determinism::Metadata)
+    ///     .call(&x, |x| {
+    ///         // A bug: replay computes on a different shape.
+    ///         let x = if is_recomputing() { x.repeat([2]) } else { x };
+    ///         x.sin().sum(tch::Kind::Float)
+    ///     });
+    /// let err = backward_with(&y, false).unwrap_err();
+    /// assert!(err.to_string().contains("differs between forward and replay"));
+    /// ```
     pub fn determinism(mut self, determinism: Determinism) -> Self {
         self.determinism = determinism;
         self
@@ -317,7 +333,19 @@ impl Checkpoint {
         self
     }
 
-    /// Adds a shared state hook.
+    /// Adds a shared state hook: one hook value for several checkpoints.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, RecomputeStateHook, RngStateHook};
+    /// use std::sync::Arc;
+    /// let rng: Arc<dyn RecomputeStateHook> = Arc::new(RngStateHook::cpu());
+    /// let x = tch::Tensor::ones([8], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let a = checkpoint("a").state_hook_arc(rng.clone()).call(&x, |x| x.dropout(0.5, true));
+    /// let b = checkpoint("b").state_hook_arc(rng).call(&a, |a| a.dropout(0.5, true));
+    /// b.sum(tch::Kind::Float).backward();
+    /// // Both replays drew the forward's masks: the gradient is zero where `b` is.
+    /// assert!(x.grad().ne(0.0).equal(&b.ne(0.0)));
+    /// ```
     pub fn state_hook_arc(mut self, hook: Arc<dyn RecomputeStateHook>) -> Self {
         self.state_hooks.push(hook);
         self
@@ -329,6 +357,26 @@ impl Checkpoint {
     /// replay) and is replayed inside backward, so it owns what else it uses.
     /// Panics where [`Checkpoint::try_call`] returns an error; errors during
     /// replay are returned by the backward that triggered it.
+    ///
+    /// ```
+    /// use remat_runtime::checkpoint;
+    /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    /// use std::sync::Arc;
+    /// use tch::{Kind, Tensor};
+    ///
+    /// let runs = Arc::new(AtomicUsize::new(0));
+    /// let counter = runs.clone();
+    /// let x = Tensor::from_slice(&[0.5f32, 1.0]).set_requires_grad(true);
+    /// let y = checkpoint("block").call(&x, move |x| {
+    ///     counter.fetch_add(1, SeqCst);
+    ///     x.sin().exp()
+    /// });
+    /// assert_eq!(runs.load(SeqCst), 1);
+    /// y.sum(Kind::Float).backward(); // replays the closure for its saved tensors
+    /// assert_eq!(runs.load(SeqCst), 2);
+    /// let expected = x.cos() * x.sin().exp(); // d/dx exp(sin x)
+    /// assert!(x.grad().allclose(&expected, 1e-6, 1e-6, false));
+    /// ```
     pub fn call<I, O, F>(self, inputs: I, body: F) -> O
     where
         I: CheckpointInputs,
@@ -356,7 +404,7 @@ impl Checkpoint {
         F: Fn(I::Owned) -> O + Send + 'static,
     {
         let name = self.name.clone().unwrap_or_else(|| "<unnamed>".into());
-        catch_unwind(AssertUnwindSafe(|| self.run(inputs, body))).unwrap_or_else(|p| {
+        catch_quietly(|| self.run(inputs, body)).unwrap_or_else(|p| {
             Err(Error::Checkpoint {
                 checkpoint: name,
                 message: panic_message(&*p),

@@ -58,6 +58,16 @@ pub enum Error {
 
 impl Error {
     /// An error from a libtorch message, keeping only its first line for display.
+    ///
+    /// ```
+    /// use remat_runtime::Error;
+    /// let err = Error::torch("shape mismatch\nException raised from ... (C++ backtrace)");
+    /// assert_eq!(err.to_string(), "shape mismatch");
+    /// match err {
+    ///     Error::Torch { detail, .. } => assert!(detail.contains("backtrace")),
+    ///     _ => unreachable!(),
+    /// }
+    /// ```
     pub fn torch(message: impl Into<String>) -> Self {
         let detail = message.into();
         let message = first_line(&detail).to_string();
@@ -102,4 +112,41 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Result with remat's [`Error`].
+///
+/// ```
+/// use remat_runtime::{Error, Result};
+///
+/// fn checked_sqrt(x: f64) -> Result<f64> {
+///     if x < 0.0 {
+///         return Err(Error::torch(format!("sqrt of {x}")));
+///     }
+///     Ok(x.sqrt())
+/// }
+/// assert_eq!(checked_sqrt(4.0).unwrap(), 2.0);
+/// assert!(checked_sqrt(-1.0).is_err());
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+thread_local! {
+    static QUIET: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f`, catching a panic without the panic hook printing it: the
+/// caller turns it into an `Err` that carries the message, so the report on
+/// stderr (with a backtrace, often from deep inside a replay in backward)
+/// would only be noise. Other threads' panics print as usual.
+pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if QUIET.with(|q| q.get()) == 0 {
+                previous(info)
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(q.get() + 1));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(q.get() - 1));
+    out
+}
