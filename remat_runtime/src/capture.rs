@@ -17,6 +17,35 @@ use tch::Tensor;
 /// let (w2, n) = (w.capture(), 3usize.capture());
 /// assert_eq!(remat_runtime::storage_key(&w), remat_runtime::storage_key(&w2));
 /// ```
+///
+/// Without the derive, implement it by capturing each field:
+///
+/// ```
+/// use remat_runtime::{checkpoint, storage_key, Capture};
+/// use tch::{kind::FLOAT_CPU, Tensor};
+///
+/// struct Scale {
+///     weight: Tensor,
+///     factor: f64,
+/// }
+///
+/// impl Capture for Scale {
+///     fn capture(&self) -> Self {
+///         Scale {
+///             weight: self.weight.capture(),
+///             factor: self.factor.capture(),
+///         }
+///     }
+/// }
+///
+/// let scale = Scale { weight: Tensor::ones([3], FLOAT_CPU), factor: 2.0 };
+/// let owned = scale.capture(); // the same weight tensor, not a copy
+/// assert_eq!(storage_key(&owned.weight), storage_key(&scale.weight));
+///
+/// let x = Tensor::ones([3], FLOAT_CPU).set_requires_grad(true);
+/// let y = checkpoint("scale").call(&x, move |x| x * &owned.weight * owned.factor);
+/// assert_eq!(Vec::<f32>::try_from(y).unwrap(), [2.0, 2.0, 2.0]);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be captured by a checkpoint",
     label = "replay runs after the function returns, so the checkpoint must own this value",

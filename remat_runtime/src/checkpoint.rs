@@ -191,7 +191,19 @@ impl CheckpointState {
                 snapshots: snapshot_all(&self.state_hooks),
             };
             restore_all(&self.state_hooks, &lock(&self.inner).entry_snapshots);
-            let mut body = lock(&self.body);
+            // The forward holds the body while it runs: a backward through
+            // this checkpoint's own saves from inside its closure would wait
+            // for itself.
+            let mut body =
+                match self.body.try_lock() {
+                    Ok(body) => body,
+                    Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) => return Err(self.error(
+                        "backward reached this checkpoint's saved tensors while its closure was \
+                         still running (a backward inside the closure); compute that gradient \
+                         outside the checkpoint",
+                    )),
+                };
             let outcome = catch_quietly(|| (body)(inputs));
             drop(outer);
             outcome

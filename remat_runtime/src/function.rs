@@ -75,6 +75,30 @@ impl ForwardContext {
     /// Saves tensors for backward under names. They are stored as autograd
     /// saved tensors: saved-tensor hooks see them, and modifying one in place
     /// before backward is an error.
+    ///
+    /// ```
+    /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+    /// use tch::{Kind, Tensor};
+    ///
+    /// struct Square;
+    ///
+    /// impl Function for Square {
+    ///     fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    ///         ctx.save_for_backward([("x", inputs[0])]);
+    ///         Ok(vec![inputs[0] * inputs[0]])
+    ///     }
+    ///
+    ///     fn backward(&mut self, ctx: &BackwardContext<'_>, grads: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+    ///         Ok(vec![Some(&grads[0] * 2 * ctx.saved("x")?)])
+    ///     }
+    /// }
+    ///
+    /// let mut x = Tensor::from_slice(&[3.0f32]).set_requires_grad(true);
+    /// let y = apply(Square, &[&x]).remove(0);
+    /// // Saved tensors must stay as they were until backward:
+    /// tch::no_grad(|| x.g_add_(&Tensor::ones([1], tch::kind::FLOAT_CPU)));
+    /// assert!(remat_runtime::backward_with(&y.sum(Kind::Float), false).is_err());
+    /// ```
     pub fn save_for_backward<'a>(
         &mut self,
         tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
@@ -103,7 +127,34 @@ pub struct BackwardContext<'a> {
 }
 
 impl BackwardContext<'_> {
-    /// The tensor saved under `name`.
+    /// The tensor saved under `name`; a name that was not saved is an error
+    /// listing those that were.
+    ///
+    /// ```
+    /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+    /// use tch::{Kind, Tensor};
+    ///
+    /// /// `exp(x)`, whose gradient reuses the saved output.
+    /// struct Exp;
+    ///
+    /// impl Function for Exp {
+    ///     fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    ///         let out = inputs[0].exp();
+    ///         ctx.save_for_backward([("out", &out)]);
+    ///         Ok(vec![out])
+    ///     }
+    ///
+    ///     fn backward(&mut self, ctx: &BackwardContext<'_>, grads: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+    ///         assert!(ctx.saved("x").is_err()); // only "out" was saved
+    ///         Ok(vec![Some(&grads[0] * ctx.saved("out")?)])
+    ///     }
+    /// }
+    ///
+    /// let x = Tensor::from_slice(&[0.0f32, 1.0]).set_requires_grad(true);
+    /// let y = apply(Exp, &[&x]).remove(0);
+    /// y.sum(Kind::Float).backward();
+    /// assert!(x.grad().allclose(&x.exp(), 1e-6, 1e-6, false));
+    /// ```
     pub fn saved(&self, name: &str) -> Result<Tensor> {
         let i = self
             .names
@@ -121,11 +172,69 @@ impl BackwardContext<'_> {
     }
 
     /// All saved tensors, in the order they were saved.
+    ///
+    /// ```
+    /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+    /// use tch::{Kind, Tensor};
+    ///
+    /// /// The dot product of two vectors.
+    /// struct Dot;
+    ///
+    /// impl Function for Dot {
+    ///     fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    ///         ctx.save_for_backward([("a", inputs[0]), ("b", inputs[1])]);
+    ///         Ok(vec![inputs[0].dot(inputs[1])])
+    ///     }
+    ///
+    ///     fn backward(&mut self, ctx: &BackwardContext<'_>, grads: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+    ///         let [a, b]: [Tensor; 2] = ctx.saved_tensors()?.try_into().unwrap();
+    ///         Ok(vec![Some(&grads[0] * b), Some(&grads[0] * a)])
+    ///     }
+    /// }
+    ///
+    /// let a = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
+    /// let b = Tensor::from_slice(&[3.0f32, 4.0]).set_requires_grad(true);
+    /// apply(Dot, &[&a, &b]).remove(0).backward();
+    /// assert_eq!(Vec::<f32>::try_from(a.grad()).unwrap(), [3.0, 4.0]);
+    /// assert_eq!(Vec::<f32>::try_from(b.grad()).unwrap(), [1.0, 2.0]);
+    /// ```
     pub fn saved_tensors(&self) -> Result<Vec<Tensor>> {
         (0..self.names.len()).map(|i| self.saved.get(i)).collect()
     }
 
-    /// Whether input `i` requires a gradient.
+    /// Whether input `i` requires a gradient (`false` past the last input).
+    ///
+    /// Backward can skip the work for inputs that need none:
+    ///
+    /// ```
+    /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+    /// use tch::{Kind, Tensor};
+    ///
+    /// struct Mul;
+    ///
+    /// impl Function for Mul {
+    ///     fn forward(&mut self, ctx: &mut ForwardContext, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+    ///         ctx.save_for_backward([("x", inputs[0]), ("w", inputs[1])]);
+    ///         Ok(vec![inputs[0] * inputs[1]])
+    ///     }
+    ///
+    ///     fn backward(&mut self, ctx: &BackwardContext<'_>, grads: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+    ///         let mut grad_inputs = vec![None, None];
+    ///         if ctx.needs_input_grad(0) {
+    ///             grad_inputs[0] = Some(&grads[0] * ctx.saved("w")?);
+    ///         }
+    ///         if ctx.needs_input_grad(1) {
+    ///             grad_inputs[1] = Some(&grads[0] * ctx.saved("x")?);
+    ///         }
+    ///         Ok(grad_inputs)
+    ///     }
+    /// }
+    ///
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0]); // data: no gradient
+    /// let w = Tensor::from_slice(&[3.0f32, 4.0]).set_requires_grad(true);
+    /// apply(Mul, &[&x, &w]).remove(0).sum(Kind::Float).backward();
+    /// assert_eq!(Vec::<f32>::try_from(w.grad()).unwrap(), [1.0, 2.0]);
+    /// ```
     pub fn needs_input_grad(&self, i: usize) -> bool {
         self.needs_grad.get(i).copied().unwrap_or(false)
     }

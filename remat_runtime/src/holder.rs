@@ -66,7 +66,7 @@ impl HookPair for ForwardHooks {
             .state
             .replay_if_needed(task)
             .map_err(|e| e.to_string())?;
-        let value = lock(&holder.values).get_mut(&task).and_then(Option::take);
+        let value = lock(&holder.values).remove(&task).flatten();
         value.ok_or_else(|| {
             format!(
                 "checkpoint `{}`: saved tensor {} was not refilled by the replay, or was \

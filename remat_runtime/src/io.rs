@@ -18,6 +18,31 @@ use tch::Tensor;
 pub struct Opaque<T>(pub T);
 
 /// One argument of a region: tensors are visited, anything else is opaque.
+///
+/// Implement it for a type of yours so that regions see its tensors:
+///
+/// ```
+/// use remat_runtime::{region, Policy, RegionInput, RegionInputs};
+/// use tch::{kind::FLOAT_CPU, Tensor};
+///
+/// struct Pair {
+///     a: Tensor,
+///     b: Tensor,
+/// }
+///
+/// impl RegionInput for Pair {
+///     fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+///         f(&self.a);
+///         f(&self.b);
+///     }
+/// }
+///
+/// let pair = Pair { a: Tensor::ones([2], FLOAT_CPU), b: Tensor::ones([2], FLOAT_CPU) };
+/// let mut seen = 0;
+/// pair.visit_tensors(&mut |_| seen += 1);
+/// assert_eq!(seen, 2);
+/// let sum = region("add", Policy::Recompute).call(&pair, |p| &p.a + &p.b);
+/// ```
 pub trait RegionInput {
     /// Calls `f` on each tensor of the argument, in order.
     fn visit(&self, f: &mut dyn FnMut(&Tensor));
@@ -137,6 +162,17 @@ pub(crate) fn input_tensors(inputs: &impl RegionInputs) -> Vec<Tensor> {
 }
 
 /// One item of a region's output: a tensor, or `None` for an absent one.
+///
+/// ```
+/// use remat_runtime::{region, OutputItem, Policy};
+/// use tch::Tensor;
+/// assert!(Option::<Tensor>::from_part(None).unwrap().is_none());
+/// assert!(Tensor::from_part(None).is_err()); // a plain tensor cannot be absent
+///
+/// let x = Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let (y, none): (Tensor, Option<Tensor>) = region("maybe", Policy::Save).call(&x, |x| (x * 2, None));
+/// assert!(none.is_none());
+/// ```
 pub trait OutputItem: Sized {
     /// The item as an optional tensor.
     fn into_part(self) -> Option<Tensor>;

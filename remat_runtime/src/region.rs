@@ -13,6 +13,29 @@ use std::sync::Arc;
 use tch::Tensor;
 
 /// What happens to a region on replay.
+///
+/// ```
+/// use remat_runtime::{checkpoint, region, Policy};
+/// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+/// use std::sync::Arc;
+///
+/// let (saved, recomputed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+/// let (s, r) = (saved.clone(), recomputed.clone());
+/// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let y = checkpoint("block").call(&x, move |x| {
+///     let h = region("exp", Policy::Save).call(&x, |x| {
+///         s.fetch_add(1, SeqCst);
+///         x.exp()
+///     });
+///     region("sin", Policy::Recompute).call(&h, |h| {
+///         r.fetch_add(1, SeqCst);
+///         h.sin()
+///     })
+/// });
+/// y.sum(tch::Kind::Float).backward();
+/// assert_eq!(saved.load(SeqCst), 1); // the forward only
+/// assert_eq!(recomputed.load(SeqCst), 2); // the forward and the replay
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Policy {
     /// Runs only on the forward; what it saves for backward is kept, and on
@@ -24,6 +47,14 @@ pub enum Policy {
 }
 
 /// A region about to be called; see [`region`].
+///
+/// ```
+/// use remat_runtime::{region, Policy, Region};
+/// let double: Region = region("double", Policy::Save);
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let y = double.call(&x, |x| x * 2); // outside a checkpoint: a plain call
+/// assert!(y.equal(&(&x * 2)));
+/// ```
 #[must_use = "a region does nothing until `call`ed"]
 pub struct Region {
     name: Cow<'static, str>,
@@ -55,6 +86,12 @@ enum Mode {
 
 impl Region {
     /// Where the region was created.
+    ///
+    /// ```
+    /// use remat_runtime::{region, Policy};
+    /// let r = region("double", Policy::Save);
+    /// assert_eq!(r.location().line(), line!() - 1);
+    /// ```
     pub fn location(&self) -> &'static Location<'static> {
         self.location
     }
@@ -63,6 +100,24 @@ impl Region {
     ///
     /// Panics where [`Region::try_call`] returns an error (inside a replay,
     /// the panic becomes the `Err` of the backward that replays).
+    ///
+    /// `inputs` is one [`RegionInput`](crate::RegionInput) or a tuple of
+    /// them; `body` receives them as given.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, Policy};
+    /// use tch::{Kind, Tensor};
+    ///
+    /// let x = Tensor::from_slice(&[1.0f32, 2.0]).set_requires_grad(true);
+    /// let w = Tensor::from_slice(&[3.0f32, 4.0]);
+    /// let y = checkpoint("block").call((&x, &w), |(x, w)| {
+    ///     let h = region("scale", Policy::Save).call((&x, &w, 0.5), |(x, w, s)| x * w * s);
+    ///     region("square", Policy::Recompute).call(&h, |h| h * h)
+    /// });
+    /// y.sum(Kind::Float).backward();
+    /// // d/dx (x w / 2)^2 = x w^2 / 2
+    /// assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), [4.5, 16.0]);
+    /// ```
     pub fn call<I: RegionInputs, O: RegionOutput>(self, inputs: I, body: impl FnOnce(I) -> O) -> O {
         match self.try_call(inputs, body) {
             Ok(out) => out,

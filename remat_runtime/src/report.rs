@@ -9,6 +9,21 @@ use std::fmt;
 use tch::Kind;
 
 /// One storage a `Save` region keeps.
+///
+/// ```
+/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let _y = checkpoint("block").call(&x, |x| {
+///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
+///     let report = memory_report().unwrap();
+///     let kept = report.regions[0].storages().next().unwrap();
+///     // `exp` saves its result for backward, which is also its output.
+///     assert_eq!(kept.names, ["saved.0", "output.0"]);
+///     assert_eq!((kept.bytes, kept.sizes.as_slice()), (64, &[4, 4][..]));
+///     assert_eq!(kept.kind, tch::Kind::Float);
+///     h
+/// });
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeptStorage {
     /// The saves (`saved.<i>`) and outputs (`output.<i>`) that use it.
@@ -24,6 +39,22 @@ pub struct KeptStorage {
 }
 
 /// What one `Save` region keeps.
+///
+/// ```
+/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let _y = checkpoint("block").call(&x, |x| {
+///     // `sin` saves its input, which replay reproduces: nothing is kept.
+///     let h = region("sin", Policy::Save).call(&x, |x| x.sin());
+///     let report = memory_report().unwrap();
+///     let sin = &report.regions[0];
+///     assert_eq!(sin.region, "block::sin");
+///     assert!(sin.location.contains(".rs:"));
+///     assert_eq!(sin.rebuilt, ["saved.0"]);
+///     assert_eq!((sin.bytes(), sin.offloaded), (0, 0));
+///     h
+/// });
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct RegionMemory {
     /// `checkpoint::region`.
@@ -39,17 +70,54 @@ pub struct RegionMemory {
 
 impl RegionMemory {
     /// The storages it keeps, one entry each.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let _y = checkpoint("block").call(&x, |x| {
+    ///     // `x * y` saves both factors: `y` is kept, `x` is rebuilt on replay.
+    ///     let h = region("mul", Policy::Save).call(&x, |x| x.exp() * &x);
+    ///     let report = memory_report().unwrap();
+    ///     assert_eq!(report.regions[0].storages().count(), 1);
+    ///     h
+    /// });
+    /// ```
     pub fn storages(&self) -> impl Iterator<Item = &KeptStorage> {
         self.storages.iter().map(|(_, s)| s)
     }
 
     /// Bytes of all storages it keeps.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let _y = checkpoint("block").call(&x, |x| {
+    ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp()); // keeps its result
+    ///     assert_eq!(memory_report().unwrap().regions[0].bytes(), 16 * 4);
+    ///     h
+    /// });
+    /// ```
     pub fn bytes(&self) -> i64 {
         self.storages().map(|s| s.bytes).sum()
     }
 }
 
 /// What the running checkpoint keeps so far, from [`memory_report`].
+///
+/// Its `Display` is a table: per region, each storage kept.
+///
+/// ```
+/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let _y = checkpoint("block").call(&x, |x| {
+///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
+///     let report = memory_report().unwrap();
+///     assert_eq!(report.checkpoint, "block");
+///     assert_eq!(report.regions.len(), 1);
+///     assert!(report.to_string().starts_with("block: 64 B kept in 1 storage(s)"));
+///     h
+/// });
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemoryReport {
     /// The checkpoint's name.
@@ -60,6 +128,20 @@ pub struct MemoryReport {
 
 impl MemoryReport {
     /// Bytes kept, each storage counted once across regions.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let _y = checkpoint("block").call(&x, |x| {
+    ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
+    ///     // `sin` saves `h` too: it cannot be rebuilt, since `exp` does not replay.
+    ///     let g = region("sin", Policy::Save).call(&h, |h| h.sin());
+    ///     let report = memory_report().unwrap();
+    ///     assert_eq!((report.regions[0].bytes(), report.regions[1].bytes()), (64, 64));
+    ///     assert_eq!(report.total_bytes(), 64); // one storage, counted once
+    ///     g
+    /// });
+    /// ```
     pub fn total_bytes(&self) -> i64 {
         let mut seen = HashSet::new();
         self.regions
@@ -88,6 +170,17 @@ impl MemoryReport {
     }
 
     /// How many distinct storages are kept.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let _y = checkpoint("block").call(&x, |x| {
+    ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
+    ///     let g = region("sin", Policy::Save).call(&h, |h| h.sin()); // saves `h` again
+    ///     assert_eq!(memory_report().unwrap().storage_count(), 1);
+    ///     g
+    /// });
+    /// ```
     pub fn storage_count(&self) -> usize {
         let keys: HashSet<_> = self
             .regions

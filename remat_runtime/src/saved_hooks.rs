@@ -18,6 +18,35 @@ use std::sync::Arc;
 use tch::Tensor;
 
 /// What a pack hook is packing.
+///
+/// ```
+/// use remat_runtime::{
+///     checkpoint, current_saved_tensor_info, recompute_needs_tensor, region, Policy,
+///     SavedTensorKind, TensorHooks,
+/// };
+/// use std::sync::{Arc, Mutex};
+/// use tch::Tensor;
+///
+/// let kinds = Arc::new(Mutex::new(Vec::new()));
+/// let seen = kinds.clone();
+/// let hooks = TensorHooks::new(
+///     move |t: Tensor| {
+///         seen.lock().unwrap().push(current_saved_tensor_info().unwrap().kind);
+///         t
+///     },
+///     |t: &Tensor| t.shallow_clone(),
+/// );
+/// let x = Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let y = checkpoint("block").saved_tensors_hooks(hooks).call(&x, |x| {
+///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
+///     recompute_needs_tensor(&h);
+///     h.sin()
+/// });
+/// use SavedTensorKind::*;
+/// // `x` on entry, what `exp` saves for backward, then `h` kept for replay.
+/// assert_eq!(*kinds.lock().unwrap(), [CheckpointInput, Backward, SaveOutput]);
+/// y.sum(tch::Kind::Float).backward();
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SavedTensorKind {
     /// An input of a checkpoint (saved on entry, read back by replay).
@@ -30,6 +59,31 @@ pub enum SavedTensorKind {
 }
 
 /// Context for a pack hook: see [`current_saved_tensor_info`].
+///
+/// ```
+/// use remat_runtime::{current_saved_tensor_info, SavedTensorKind, TensorHooks};
+/// use std::sync::{Arc, Mutex};
+/// use tch::Tensor;
+///
+/// let infos = Arc::new(Mutex::new(Vec::new()));
+/// let seen = infos.clone();
+/// let hooks = TensorHooks::with_capture(
+///     move |t: Tensor| {
+///         seen.lock().unwrap().push(current_saved_tensor_info().unwrap());
+///         t
+///     },
+///     |t: &Tensor| t.shallow_clone(),
+///     || "layer 3",
+/// );
+/// let x = Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let _y = {
+///     let _scope = hooks.push();
+///     x.sin()
+/// };
+/// let info = infos.lock().unwrap()[0].clone();
+/// assert_eq!(info.kind, SavedTensorKind::Backward);
+/// assert_eq!(info.context.unwrap().downcast_ref::<&str>(), Some(&"layer 3"));
+/// ```
 #[derive(Clone)]
 pub struct SavedTensorInfo {
     /// What is being packed.
@@ -142,6 +196,23 @@ pub struct TensorHooks(Arc<dyn UserPair>);
 impl TensorHooks {
     /// A pair of closures: `pack` turns a tensor into any value, `unpack`
     /// turns it back.
+    ///
+    /// ```
+    /// use remat_runtime::TensorHooks;
+    /// use tch::{Kind, Tensor};
+    /// // Keep saved tensors as plain `Vec`s (with their shape) until backward.
+    /// let to_vec = TensorHooks::new(
+    ///     |t: Tensor| (t.size(), Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()),
+    ///     |(size, data): &(Vec<i64>, Vec<f32>)| Tensor::from_slice(data).view(size.as_slice()),
+    /// );
+    /// let x = Tensor::from_slice(&[0.0f32, 1.0]).set_requires_grad(true);
+    /// let y = {
+    ///     let _scope = to_vec.push();
+    ///     x.sin() // saves `x` through the pair
+    /// };
+    /// y.sum(Kind::Float).backward();
+    /// assert!(x.grad().allclose(&x.cos(), 1e-6, 1e-6, false));
+    /// ```
     pub fn new<P, Pack, Unpack>(pack: Pack, unpack: Unpack) -> Self
     where
         P: Send + 'static,
@@ -198,6 +269,30 @@ impl TensorHooks {
     /// thread. Inside a checkpoint's forward it applies to the saves of `Save`
     /// regions and to the `Save` outputs kept for replay (what else is saved
     /// there belongs to the checkpoint).
+    ///
+    /// ```
+    /// use remat_runtime::TensorHooks;
+    /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    /// use std::sync::Arc;
+    /// use tch::Tensor;
+    ///
+    /// let packed = Arc::new(AtomicUsize::new(0));
+    /// let count = packed.clone();
+    /// let hooks = TensorHooks::new(
+    ///     move |t: Tensor| {
+    ///         count.fetch_add(1, SeqCst);
+    ///         t
+    ///     },
+    ///     |t: &Tensor| t.shallow_clone(),
+    /// );
+    /// let x = Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// {
+    ///     let _scope = hooks.push();
+    ///     let _a = x.sin(); // packed
+    /// }
+    /// let _b = x.cos(); // the guard is gone: kept by autograd as usual
+    /// assert_eq!(packed.load(SeqCst), 1);
+    /// ```
     pub fn push(&self) -> SavedTensorsHooks {
         match frame::set_user_hooks(Some(self.clone())) {
             Some(restore) => SavedTensorsHooks {
@@ -300,6 +395,38 @@ where
 /// one. A saved tensor is always unpacked by the pair that packed it, even
 /// after the guard is gone. With no guard alive autograd behaves as without
 /// remat. Hooks are per thread.
+///
+/// ```
+/// use remat_runtime::{SavedTensorsHooks, TensorHooks};
+/// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+/// use std::sync::Arc;
+/// use tch::Tensor;
+///
+/// fn counting(n: &Arc<AtomicUsize>) -> TensorHooks {
+///     let n = n.clone();
+///     TensorHooks::new(
+///         move |t: Tensor| {
+///             n.fetch_add(1, SeqCst);
+///             t
+///         },
+///         |t: &Tensor| t.shallow_clone(),
+///     )
+/// }
+///
+/// let (outer, inner) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+/// let x = Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let _outer = counting(&outer).push();
+/// {
+///     let _inner: SavedTensorsHooks = counting(&inner).push();
+///     let _a = x.sin(); // the innermost pair wins
+/// }
+/// let _b = x.sin(); // the outer pair again
+/// {
+///     let _none = SavedTensorsHooks::disabled();
+///     let _c = x.sin(); // no pair
+/// }
+/// assert_eq!((outer.load(SeqCst), inner.load(SeqCst)), (1, 1));
+/// ```
 #[must_use = "the hooks are popped when the guard is dropped"]
 pub struct SavedTensorsHooks {
     inner: Inner,

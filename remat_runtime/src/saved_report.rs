@@ -30,6 +30,15 @@ pub(crate) fn unregister(state: &CheckpointState) {
 /// so what backward released, or a dropped graph, no longer counts.
 /// Parameters (leaves that require grad) are not activation memory and are
 /// not noted.
+///
+/// ```
+/// use remat_runtime::{saved_tensors_report, track_saved_tensors};
+/// let w = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let (y, outside) = track_saved_tensors(|| (w.sin() * 2).sin()); // saves `w` and `w.sin() * 2`
+/// assert_eq!(saved_tensors_report(Some(&outside)).outside_bytes(), Some(16)); // `w` is a parameter
+/// y.sum(tch::Kind::Float).backward(); // frees the graph and its saves
+/// assert_eq!(saved_tensors_report(Some(&outside)).outside_bytes(), Some(0));
+/// ```
 #[derive(Default)]
 pub struct OutsideSaves {
     rows: Mutex<Vec<(WeakStorage, i64, Weak<()>)>>,
@@ -89,6 +98,16 @@ pub fn track_saved_tensors<R>(f: impl FnOnce() -> R) -> (R, Arc<OutsideSaves>) {
 type Signature = Vec<(String, Vec<i64>)>;
 
 /// One live checkpoint's share of a [`SavedTensorsReport`].
+///
+/// ```
+/// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+/// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let y = checkpoint("layer.0").call(&x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()));
+/// let report = saved_tensors_report(None);
+/// let layer = &report.checkpoints[0];
+/// assert_eq!(layer.checkpoint, "layer.0");
+/// assert_eq!(layer.regions[0].region, "layer.0::exp");
+/// ```
 #[derive(Clone, Debug)]
 pub struct CheckpointMemory {
     /// The checkpoint's name.
@@ -100,6 +119,15 @@ pub struct CheckpointMemory {
 
 impl CheckpointMemory {
     /// Bytes billed to this checkpoint.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("layer.0").call(&x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()));
+    /// assert_eq!(saved_tensors_report(None).checkpoints[0].bytes(), 64); // the 4x4 f32 result
+    /// drop(y); // the graph goes, and the checkpoint with it
+    /// assert!(saved_tensors_report(None).checkpoints.is_empty());
+    /// ```
     pub fn bytes(&self) -> i64 {
         self.regions.iter().map(RegionMemory::bytes).sum()
     }
@@ -125,6 +153,17 @@ impl CheckpointMemory {
 
 /// Everything saved for backward right now: every live checkpoint's `Save`
 /// regions and, when tracked, the saves outside checkpoints.
+///
+/// Its `Display` is a summary with identical checkpoints grouped.
+///
+/// ```
+/// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+/// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let y = checkpoint("layer.0").call(&x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()));
+/// let report = saved_tensors_report(None);
+/// assert_eq!(report.checkpoints.len(), 1);
+/// assert!(report.to_string().starts_with("saved for backward: 64 B"));
+/// ```
 #[derive(Clone, Debug)]
 pub struct SavedTensorsReport {
     /// Live checkpoints, in the order they ran.
@@ -134,16 +173,48 @@ pub struct SavedTensorsReport {
 
 impl SavedTensorsReport {
     /// Bytes kept by checkpoints.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let layer = |name: &str, x: &tch::Tensor| {
+    ///     checkpoint(name).call(x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()))
+    /// };
+    /// let y = layer("layer.1", &layer("layer.0", &x));
+    /// assert_eq!(saved_tensors_report(None).checkpoint_bytes(), 2 * 64);
+    /// ```
     pub fn checkpoint_bytes(&self) -> i64 {
         self.checkpoints.iter().map(CheckpointMemory::bytes).sum()
     }
 
     /// Bytes saved outside checkpoints (`None` when not tracked).
+    ///
+    /// ```
+    /// use remat_runtime::{saved_tensors_report, track_saved_tensors};
+    /// let x = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let (y, outside) = track_saved_tensors(|| (&x * 2).exp()); // exp saves its result
+    /// assert_eq!(saved_tensors_report(Some(&outside)).outside_bytes(), Some(16));
+    /// assert_eq!(saved_tensors_report(None).outside_bytes(), None);
+    /// ```
     pub fn outside_bytes(&self) -> Option<i64> {
         self.outside.map(|(b, _)| b)
     }
 
-    /// Checkpoints with the same regions and storage sizes, grouped.
+    /// Checkpoints with the same regions and storage sizes, grouped, with
+    /// their names compacted (`layer.0-1`).
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let layer = |name: &str, x: &tch::Tensor| {
+    ///     checkpoint(name).call(x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()))
+    /// };
+    /// let y = layer("layer.1", &layer("layer.0", &x));
+    /// let report = saved_tensors_report(None);
+    /// let groups = report.groups();
+    /// assert_eq!(groups.len(), 1);
+    /// assert_eq!((groups[0].0.as_str(), groups[0].1.len()), ("layer.0-1", 2));
+    /// ```
     pub fn groups(&self) -> Vec<(String, Vec<&CheckpointMemory>)> {
         let mut groups: Vec<(Signature, Vec<&CheckpointMemory>)> = Vec::new();
         for c in &self.checkpoints {
@@ -195,6 +266,19 @@ pub(crate) fn compact_names<'a>(names: impl Iterator<Item = &'a str>) -> String 
 /// What is saved for backward now: every live checkpoint's `Save` regions
 /// (each storage billed to the first that keeps it) plus, if given, the saves
 /// outside checkpoints noted by [`track_saved_tensors`].
+///
+/// ```
+/// use remat_runtime::{checkpoint, region, saved_tensors_report, track_saved_tensors, Policy};
+/// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let (loss, outside) = track_saved_tensors(|| {
+///     let h = checkpoint("layer.0").call(&x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()));
+///     (&h * 2).sin().sum(tch::Kind::Float) // `sin` saves `h * 2` outside the checkpoint
+/// });
+/// let report = saved_tensors_report(Some(&outside));
+/// assert_eq!((report.checkpoint_bytes(), report.outside_bytes()), (64, Some(64)));
+/// println!("{report}");
+/// loss.backward();
+/// ```
 pub fn saved_tensors_report(outside: Option<&OutsideSaves>) -> SavedTensorsReport {
     let states: Vec<Arc<CheckpointState>> = {
         let mut live = lock(&LIVE);

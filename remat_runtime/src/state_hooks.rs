@@ -83,6 +83,15 @@ pub struct RngStateHook {
 
 impl RngStateHook {
     /// The CPU generator only.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, RngStateHook};
+    /// let x = tch::Tensor::ones([64], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("drop").state_hook(RngStateHook::cpu()).call(&x, |x| x.dropout(0.5, true));
+    /// y.sum(tch::Kind::Float).backward();
+    /// // Replay drew the forward's mask: the gradient is zero exactly where `y` is.
+    /// assert!(x.grad().ne(0.0).equal(&y.ne(0.0)));
+    /// ```
     pub fn cpu() -> Self {
         RngStateHook {
             devices: vec![Device::Cpu],
@@ -90,6 +99,16 @@ impl RngStateHook {
     }
 
     /// The CPU generator and the generator of every visible CUDA device.
+    ///
+    /// ```
+    /// use remat_runtime::{RecomputeStateHook, RngStateHook};
+    /// use tch::{kind::FLOAT_CPU, Tensor};
+    /// let hook = RngStateHook::all();
+    /// let snapshot = hook.snapshot();
+    /// let first = Tensor::rand([3], FLOAT_CPU);
+    /// hook.restore(&*snapshot); // what replay does
+    /// assert!(first.equal(&Tensor::rand([3], FLOAT_CPU)));
+    /// ```
     pub fn all() -> Self {
         let mut devices = vec![Device::Cpu];
         devices.extend((0..tch::Cuda::device_count() as usize).map(Device::Cuda));
@@ -97,6 +116,17 @@ impl RngStateHook {
     }
 
     /// The generators of exactly these devices.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, RngStateHook};
+    /// use tch::Device;
+    /// // On a GPU machine, e.g. `[Device::Cpu, Device::Cuda(0)]`.
+    /// let hook = RngStateHook::devices([Device::Cpu]);
+    /// let x = tch::Tensor::ones([8], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("drop").state_hook(hook).call(&x, |x| x.dropout(0.5, true));
+    /// y.sum(tch::Kind::Float).backward();
+    /// assert!(x.grad().ne(0.0).equal(&y.ne(0.0)));
+    /// ```
     pub fn devices(devices: impl IntoIterator<Item = Device>) -> Self {
         RngStateHook {
             devices: devices.into_iter().collect(),

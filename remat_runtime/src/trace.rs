@@ -7,6 +7,21 @@ use std::cell::RefCell;
 use std::fmt;
 
 /// One node of a [`Trace`].
+///
+/// ```
+/// use remat_runtime::{checkpoint, collect_trace, region, trace_scope, Policy, TraceEntry};
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let (_, trace) = collect_trace(|| {
+///     trace_scope("block", || {
+///         checkpoint("c").call(&x, |x| region("mlp", Policy::Save).call(&x, |x| x.sin()))
+///     })
+/// });
+/// let TraceEntry::Scope { name, entries } = &trace.entries[0] else {
+///     panic!("expected a scope");
+/// };
+/// assert_eq!(name, "block");
+/// assert_eq!(entries[0], TraceEntry::Region { name: "mlp".into(), policy: Policy::Save });
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceEntry {
     /// A scope from [`trace_scope`] and what ran inside it.
@@ -81,6 +96,23 @@ thread_local! {
 }
 
 /// Runs `f` and returns what it traced on this thread.
+///
+/// Only regions inside a checkpoint's forward are recorded: not plain calls
+/// outside checkpoints, not replay.
+///
+/// ```
+/// use remat_runtime::{checkpoint, collect_trace, region, Policy, TraceEntry};
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let (sum, trace) = collect_trace(|| {
+///     let a = region("outside", Policy::Save).call(&x, |x| x * 2); // a plain call
+///     let y = checkpoint("c").call(&a, |a| region("sin", Policy::Recompute).call(&a, |a| a.sin()));
+///     let sum = y.sum(tch::Kind::Float);
+///     sum.backward(); // replays `sin`
+///     sum
+/// });
+/// assert!(sum.defined());
+/// assert_eq!(trace.entries, [TraceEntry::Region { name: "sin".into(), policy: Policy::Recompute }]);
+/// ```
 pub fn collect_trace<R>(f: impl FnOnce() -> R) -> (R, Trace) {
     let previous = TRACE.with(|t| {
         t.borrow_mut().replace(Collector {
@@ -125,6 +157,18 @@ pub fn trace_scope<R>(name: impl Into<Cow<'static, str>>, f: impl FnOnce() -> R)
 }
 
 /// Closes the scope it opened when dropped (see [`enter_scope`]).
+///
+/// ```
+/// use remat_runtime::{collect_trace, enter_scope};
+/// let ((), trace) = collect_trace(|| {
+///     let _outer = enter_scope("outer");
+///     {
+///         let _inner = enter_scope("inner");
+///     } // `inner` closes here
+///     let _sibling = enter_scope("sibling");
+/// });
+/// assert_eq!(trace.to_string(), "remat trace\n  outer\n    inner\n    sibling\n");
+/// ```
 #[must_use = "the scope closes when the guard is dropped"]
 pub struct ScopeGuard {
     open: bool,

@@ -610,3 +610,22 @@ fn an_error_on_the_forward_leaves_the_thread_clean() {
         "plain gradient",
     );
 }
+
+#[test]
+fn a_backward_inside_the_closure_through_its_own_saves_is_an_error_not_a_deadlock() {
+    let x = input();
+    let err = checkpoint("c")
+        .try_call(&x, |x| {
+            let h = x.sin();
+            // Reaches a holder of this very checkpoint while it runs.
+            let g = Tensor::f_run_backward(&[h.sum(Kind::Float)], &[&x], true, false);
+            let message = remat::Error::from(g.unwrap_err()).to_string();
+            assert!(
+                message.contains("while its closure was still running"),
+                "{message}"
+            );
+            h
+        })
+        .map(|_| ());
+    assert!(err.is_ok(), "{err:?}");
+}

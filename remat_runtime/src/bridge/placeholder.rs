@@ -33,6 +33,15 @@ pub struct PlaceholderSpec {
 
 impl PlaceholderSpec {
     /// A contiguous tensor of `sizes` whose storage is exactly its size.
+    ///
+    /// ```
+    /// use remat_runtime::PlaceholderSpec;
+    /// use tch::{Device, Kind};
+    /// let spec = PlaceholderSpec::contiguous(&[2, 3], Kind::Float, Device::Cpu);
+    /// assert_eq!(spec.strides, [3, 1]);
+    /// assert_eq!(spec.storage_offset, 0);
+    /// assert_eq!(spec.storage_nbytes, 2 * 3 * 4);
+    /// ```
     pub fn contiguous(sizes: &[i64], kind: Kind, device: Device) -> Self {
         let mut strides = vec![0; sizes.len()];
         let mut step = 1;
@@ -52,6 +61,19 @@ impl PlaceholderSpec {
     }
 
     /// The metadata of `t` (sizes, strides, offset, kind, device, storage size).
+    ///
+    /// A placeholder made from it looks like `t` without holding its data:
+    ///
+    /// ```
+    /// use remat_runtime::{placeholder, PlaceholderSpec};
+    /// let t = tch::Tensor::zeros([4, 3], tch::kind::FLOAT_CPU);
+    /// let view = t.narrow(0, 1, 2).transpose(0, 1); // sizes [3, 2], offset 3
+    /// let spec = PlaceholderSpec::of(&view);
+    /// assert_eq!((spec.strides.as_slice(), spec.storage_offset), (&[1, 3][..], 3));
+    /// assert_eq!(spec.storage_nbytes, 4 * 3 * 4); // the whole storage
+    /// let p = placeholder(&spec, "not kept").unwrap();
+    /// assert_eq!((p.size(), p.stride()), (view.size(), view.stride()));
+    /// ```
     pub fn of(t: &Tensor) -> Self {
         PlaceholderSpec {
             sizes: t.size(),

@@ -20,6 +20,15 @@ pub struct StorageKey(usize);
 
 /// The key of `t`'s storage, or `None` for a tensor without one (undefined,
 /// sparse).
+///
+/// ```
+/// use remat_runtime::storage_key;
+/// let t = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
+/// let other = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
+/// assert!(storage_key(&t).is_some());
+/// assert_eq!(storage_key(&t), storage_key(&t.view([2, 2])));
+/// assert_ne!(storage_key(&t), storage_key(&other));
+/// ```
 pub fn storage_key(t: &Tensor) -> Option<StorageKey> {
     // SAFETY: `t` is a live tensor.
     let key = unsafe { ffi::remat_storage_key(t.as_ptr()) };
@@ -27,12 +36,26 @@ pub fn storage_key(t: &Tensor) -> Option<StorageKey> {
 }
 
 /// The byte size of `t`'s whole storage (0 without one).
+///
+/// ```
+/// use remat_runtime::storage_nbytes;
+/// let t = tch::Tensor::zeros([4, 4], tch::kind::FLOAT_CPU);
+/// assert_eq!(storage_nbytes(&t), 64);
+/// assert_eq!(storage_nbytes(&t.select(0, 1)), 64); // a view: still the whole storage
+/// ```
 pub fn storage_nbytes(t: &Tensor) -> i64 {
     // SAFETY: `t` is a live tensor.
     unsafe { ffi::remat_storage_nbytes(t.as_ptr()) }
 }
 
 /// `t`'s offset into its storage, in elements.
+///
+/// ```
+/// use remat_runtime::storage_offset;
+/// let t = tch::Tensor::zeros([4, 4], tch::kind::FLOAT_CPU);
+/// assert_eq!(storage_offset(&t), 0);
+/// assert_eq!(storage_offset(&t.select(0, 2)), 8);
+/// ```
 pub fn storage_offset(t: &Tensor) -> i64 {
     // SAFETY: `t` is a live tensor.
     unsafe { ffi::remat_storage_offset(t.as_ptr()) }
@@ -60,6 +83,12 @@ unsafe impl Sync for WeakStorage {}
 
 impl WeakStorage {
     /// A weak handle to `t`'s storage (`None` without one).
+    ///
+    /// ```
+    /// use remat_runtime::WeakStorage;
+    /// let t = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
+    /// assert!(WeakStorage::new(&t).is_some());
+    /// ```
     pub fn new(t: &Tensor) -> Option<Self> {
         // SAFETY: `t` is a live tensor; the result is owned by us.
         let raw = unsafe { ffi::remat_storage_weak_new(t.as_ptr()) };
@@ -67,12 +96,32 @@ impl WeakStorage {
     }
 
     /// Whether some tensor still holds the storage.
+    ///
+    /// Any view keeps the storage alive:
+    ///
+    /// ```
+    /// use remat_runtime::WeakStorage;
+    /// let t = tch::Tensor::zeros([4, 4], tch::kind::FLOAT_CPU);
+    /// let row = t.select(0, 1);
+    /// let weak = WeakStorage::new(&t).unwrap();
+    /// drop(t);
+    /// assert!(weak.is_alive());
+    /// drop(row);
+    /// assert!(!weak.is_alive());
+    /// ```
     pub fn is_alive(&self) -> bool {
         // SAFETY: `self.0` is a live weak pointer until `drop`.
         unsafe { ffi::remat_storage_weak_alive(self.0) != 0 }
     }
 
     /// The key the storage had (stable while this handle exists).
+    ///
+    /// ```
+    /// use remat_runtime::{storage_key, WeakStorage};
+    /// let t = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
+    /// let weak = WeakStorage::new(&t).unwrap();
+    /// assert_eq!(Some(weak.key()), storage_key(&t));
+    /// ```
     pub fn key(&self) -> StorageKey {
         // SAFETY: as in `is_alive`.
         StorageKey(unsafe { ffi::remat_storage_weak_key(self.0) })
@@ -115,6 +164,16 @@ pub fn grad_enabled() -> bool {
 }
 
 /// Sets grad mode for this thread; prefer [`GradModeGuard`].
+///
+/// ```
+/// use remat_runtime::{grad_enabled, set_grad_enabled};
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// set_grad_enabled(false);
+/// assert!(!grad_enabled());
+/// assert!(!(&x * 2).requires_grad()); // no graph is recorded
+/// set_grad_enabled(true);
+/// assert!((&x * 2).requires_grad());
+/// ```
 pub fn set_grad_enabled(enabled: bool) {
     // SAFETY: writes a thread-local flag.
     unsafe { ffi::remat_grad_mode_set(enabled as _) }
@@ -138,6 +197,16 @@ pub struct GradModeGuard {
 
 impl GradModeGuard {
     /// Sets grad mode to `enabled` until the guard is dropped.
+    ///
+    /// ```
+    /// use remat_runtime::{grad_enabled, GradModeGuard};
+    /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// {
+    ///     let _no_grad = GradModeGuard::new(false);
+    ///     assert!(!(&x * 2).requires_grad());
+    /// }
+    /// assert!(grad_enabled()); // restored on drop
+    /// ```
     pub fn new(enabled: bool) -> Self {
         let previous = grad_enabled();
         set_grad_enabled(enabled);
@@ -227,12 +296,33 @@ unsafe impl Sync for WeakTensor {}
 
 impl WeakTensor {
     /// A weak reference to `t` (one that never upgrades if `t` is undefined).
+    ///
+    /// ```
+    /// use remat_runtime::{storage_key, WeakTensor};
+    /// let t = tch::Tensor::zeros([2], tch::kind::FLOAT_CPU);
+    /// let weak = WeakTensor::new(&t);
+    /// let back = weak.upgrade().unwrap(); // the same tensor, not a copy
+    /// assert_eq!(storage_key(&back), storage_key(&t));
+    /// ```
     pub fn new(t: &Tensor) -> Self {
         // SAFETY: `t` is a live tensor; the result (possibly null) is ours.
         WeakTensor(unsafe { ffi::remat_tensor_weak_new(t.as_ptr()) })
     }
 
     /// The tensor, if some handle to it is still alive.
+    ///
+    /// Every handle counts, shallow clones included:
+    ///
+    /// ```
+    /// use remat_runtime::WeakTensor;
+    /// let t = tch::Tensor::zeros([2], tch::kind::FLOAT_CPU);
+    /// let alias = t.shallow_clone();
+    /// let weak = WeakTensor::new(&t);
+    /// drop(t);
+    /// assert!(weak.upgrade().is_some());
+    /// drop(alias);
+    /// assert!(weak.upgrade().is_none());
+    /// ```
     pub fn upgrade(&self) -> Option<Tensor> {
         if self.0.is_null() {
             return None;
@@ -273,6 +363,16 @@ pub fn rng_state(device: tch::Device) -> Result<Tensor> {
 }
 
 /// Sets the state of `device`'s default generator (from [`rng_state`]).
+///
+/// ```
+/// use remat_runtime::{rng_state, set_rng_state};
+/// use tch::{kind::FLOAT_CPU, Device, Tensor};
+/// let state = rng_state(Device::Cpu).unwrap();
+/// let first = Tensor::rand([3], FLOAT_CPU);
+/// set_rng_state(Device::Cpu, &state).unwrap(); // rewind
+/// assert!(first.equal(&Tensor::rand([3], FLOAT_CPU)));
+/// assert!(set_rng_state(Device::Mps, &state).is_err()); // only CPU and CUDA
+/// ```
 pub fn set_rng_state(device: tch::Device, state: &Tensor) -> Result<()> {
     // SAFETY: `state` is a live tensor.
     check(unsafe { ffi::remat_rng_set_state(generator_code(device)?, state.as_ptr()) })
