@@ -3,28 +3,12 @@
 
 mod common;
 
-use common::{assert_bitwise, message};
+use common::{assert_bitwise, counter, grad_of, input, message};
 use remat::{checkpoint, is_recomputing, live_checkpoints, recompute_needs_tensor, region, Policy};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tch::{Kind, Tensor};
-
-fn input() -> Tensor {
-    Tensor::from_slice(&[0.3f32, -1.2, 0.7, 2.0])
-        .view([2, 2])
-        .set_requires_grad(true)
-}
-
-fn counter() -> Arc<AtomicUsize> {
-    Arc::new(AtomicUsize::new(0))
-}
-
-fn grad_of(x: &Tensor, loss: &Tensor) -> Tensor {
-    let _ = x.grad().f_zero_();
-    loss.backward();
-    x.grad().copy()
-}
 
 #[test]
 fn checkpoint_state_lives_exactly_as_long_as_its_graph() {

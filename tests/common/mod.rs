@@ -3,7 +3,28 @@
 
 pub mod model;
 
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use tch::{Kind, Tensor};
+
+/// A small float input that requires grad.
+pub fn input() -> Tensor {
+    Tensor::from_slice(&[0.3f32, -1.2, 0.7, 2.0])
+        .view([2, 2])
+        .set_requires_grad(true)
+}
+
+/// A shared counter for closures.
+pub fn counter() -> Arc<AtomicUsize> {
+    Arc::new(AtomicUsize::new(0))
+}
+
+/// `x`'s gradient of `loss` (zeroing any earlier one).
+pub fn grad_of(x: &Tensor, loss: &Tensor) -> Tensor {
+    let _ = x.grad().f_zero_();
+    loss.backward();
+    x.grad().copy()
+}
 
 pub fn bits(t: &Tensor) -> Vec<u32> {
     Vec::<f32>::try_from(t.to_kind(Kind::Float).flatten(0, -1))

@@ -1,7 +1,7 @@
 //! Saves, persistence, nesting, faults, retain_graph, state hooks,
 //! determinism and threads, on small closures whose work can be counted.
 
-use crate::common::assert_bitwise;
+use crate::common::{assert_bitwise, counter, grad_of, input};
 use remat::{
     backward_with, checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor, region,
     Determinism, Policy, RecomputeStateHook,
@@ -10,22 +10,6 @@ use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tch::{Device, Kind, Tensor};
-
-fn input() -> Tensor {
-    Tensor::from_slice(&[0.3f32, -1.2, 0.7, 2.0])
-        .view([2, 2])
-        .set_requires_grad(true)
-}
-
-fn counter() -> Arc<AtomicUsize> {
-    Arc::new(AtomicUsize::new(0))
-}
-
-fn grad_of(x: &Tensor, loss: &Tensor) -> Tensor {
-    let _ = x.grad().f_zero_();
-    loss.backward();
-    x.grad().copy()
-}
 
 #[test]
 fn save_bodies_run_once_and_recompute_bodies_replay_once_per_backward() {
