@@ -84,12 +84,78 @@ pub(crate) enum Name {
     Dynamic(Box<Expr>),
 }
 
+/// Code as text for error messages, spaced the way people write it
+/// (`self.layers[0].forward(&x)`, not `self.layers [0].forward(& x)`).
+pub(crate) fn compact(tokens: &TokenStream) -> String {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Prev {
+        Start,
+        Word,
+        Space,
+        Glued,
+    }
+    fn write(tokens: &TokenStream, out: &mut String) {
+        use proc_macro2::TokenTree;
+        let mut prev = Prev::Start;
+        for tt in tokens.clone() {
+            match &tt {
+                TokenTree::Ident(_) | TokenTree::Literal(_) => {
+                    if prev == Prev::Word {
+                        out.push(' ');
+                    }
+                    out.push_str(&tt.to_string());
+                    prev = Prev::Word;
+                }
+                TokenTree::Group(g) => {
+                    let (open, close) = match g.delimiter() {
+                        Delimiter::Parenthesis => ("(", ")"),
+                        Delimiter::Bracket => ("[", "]"),
+                        Delimiter::Brace => ("{ ", " }"),
+                        Delimiter::None => ("", ""),
+                    };
+                    if prev == Prev::Word && g.delimiter() == Delimiter::Brace {
+                        out.push(' ');
+                    }
+                    out.push_str(open);
+                    write(&g.stream(), out);
+                    out.push_str(close);
+                    prev = Prev::Word;
+                }
+                TokenTree::Punct(p) => {
+                    let c = p.as_char();
+                    let binary = prev == Prev::Word && "=+-*/%<>|^&".contains(c);
+                    if binary {
+                        out.push(' ');
+                    }
+                    out.push(c);
+                    prev = match (c, p.spacing()) {
+                        (_, Spacing::Joint) => Prev::Glued,
+                        (',' | ';', _) => Prev::Space,
+                        _ if binary || prev == Prev::Glued && "=+-*/%<>|^&".contains(c) => {
+                            Prev::Space
+                        }
+                        _ => Prev::Glued,
+                    };
+                    if prev == Prev::Space {
+                        out.push(' ');
+                    }
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    write(tokens, &mut out);
+    out
+}
+
 impl Name {
     /// How the name is shown in error messages.
     pub(crate) fn display(&self) -> String {
         match self {
             Name::Static { value, .. } => value.clone(),
-            Name::Dynamic(expr) => format!("[{}]", quote::ToTokens::to_token_stream(expr)),
+            Name::Dynamic(expr) => {
+                format!("[{}]", compact(&quote::ToTokens::to_token_stream(expr)))
+            }
         }
     }
 }
@@ -470,7 +536,8 @@ fn parse_region(input: ParseStream) -> syn::Result<Region> {
                 &call,
                 format!(
                     "cannot name this region after its callee; name it: \
-                     `{keyword} NAME: {call}`"
+                     `{keyword} NAME: {}`",
+                    compact(&call)
                 ),
             )
         })?,

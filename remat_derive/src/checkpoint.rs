@@ -115,6 +115,10 @@ struct Expand {
     args: CheckpointArgs,
     func: ItemFn,
     errors: Option<syn::Error>,
+    /// The signature is refused (`&mut`, `async`, ...): the body is then
+    /// emitted as a plain function body, so that rustc adds no follow-on
+    /// errors (such as a `&mut` receiver that cannot be captured).
+    refused: bool,
 }
 
 impl Expand {
@@ -123,6 +127,7 @@ impl Expand {
             args,
             func,
             errors: None,
+            refused: false,
         }
     }
 
@@ -154,6 +159,7 @@ impl Expand {
                         || matches!(&*recv.ty, Type::Reference(r) if r.mutability.is_some());
                     if is_mut_ref {
                         self.error(mut_error(&*recv));
+                        self.refused = true;
                     }
                     let span = recv.self_token.span;
                     let cap = Ident::new("__remat_cap_self", Span::mixed_site());
@@ -177,6 +183,7 @@ impl Expand {
                         Ok(kind) => kind,
                         Err(error) => {
                             self.error(error);
+                            self.refused = true;
                             Kind::Capture { by_ref: true }
                         }
                     };
@@ -245,6 +252,20 @@ impl Expand {
             self.error(error);
         }
         ExpandNested::default().visit_block_mut(&mut block);
+        if self.refused {
+            // The errors say what to change; the body stays an ordinary
+            // function body meanwhile.
+            attr::Strip.visit_block_mut(&mut block);
+            let stmts = &block.stmts;
+            let out = Output {
+                attrs,
+                inner_attrs,
+                vis: self.func.vis.clone(),
+                sig: self.func.sig.clone(),
+                body: quote!(#(#stmts)*),
+            };
+            return (Some(out), self.errors);
+        }
         if receiver.is_some() {
             RenameSelf.visit_block_mut(&mut block);
         }
@@ -314,6 +335,7 @@ impl Expand {
                 "a `#[checkpoint]` function cannot be variadic",
             ));
         }
+        self.refused |= !errors.is_empty();
         for error in errors {
             self.error(error);
         }

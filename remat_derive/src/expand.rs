@@ -194,7 +194,10 @@ impl ExpandNested {
     /// A `remat!` in statement position: its statements, spliced.
     fn stmts(&mut self, mac: &syn::Macro, semi: Option<syn::Token![;]>) -> Vec<syn::Stmt> {
         let (invocation, errors) = ast::parse_invocation(mac.tokens.clone());
-        let mut tokens = errors.map(|e| e.to_compile_error()).unwrap_or_default();
+        let mut tokens = used_marker(mac);
+        if let Some(errors) = errors {
+            tokens.extend(errors.to_compile_error());
+        }
         match &invocation {
             Invocation::Stmts(stmts) => tokens.extend(self.expander.stmts(stmts)),
             Invocation::Expr(region) => {
@@ -209,6 +212,7 @@ impl ExpandNested {
     /// A `remat!` in expression position.
     fn expr(&mut self, mac: &syn::Macro) -> Expr {
         let (invocation, mut errors) = ast::parse_invocation(mac.tokens.clone());
+        let marker = used_marker(mac);
         let tokens = match &invocation {
             Invocation::Expr(region) => {
                 let expr = self.expander.region_expr(region);
@@ -230,8 +234,17 @@ impl ExpandNested {
                 quote!({ #errors #stmts })
             }
         };
+        let tokens = quote!({ #marker #tokens });
         syn::parse2(tokens.clone()).unwrap_or(Expr::Verbatim(tokens))
     }
+}
+
+/// `PATH! {}`, with the path the user wrote: it expands to nothing, but it
+/// uses the user's import of `remat!` (which the attribute expanded in its
+/// place), so that rustc does not report that import as unused.
+fn used_marker(mac: &syn::Macro) -> TokenStream {
+    let path = &mac.path;
+    quote!(#path! {})
 }
 
 /// Generated statements back into syn's tree (so that later passes see

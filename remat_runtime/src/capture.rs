@@ -93,7 +93,9 @@ clone_capture!(
     String,
     &'static str,
     tch::Device,
-    tch::Kind
+    tch::Kind,
+    crate::Policy,
+    crate::Determinism
 );
 
 impl<T: Capture> Capture for Option<T> {

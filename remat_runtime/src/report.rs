@@ -75,10 +75,11 @@ impl RegionMemory {
     /// use remat_runtime::{checkpoint, memory_report, region, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let _y = checkpoint("block").call(&x, |x| {
-    ///     // `x * y` saves both factors: `y` is kept, `x` is rebuilt on replay.
-    ///     let h = region("mul", Policy::Save).call(&x, |x| x.exp() * &x);
+    ///     // `mul` saves both factors: `exp(x)` is kept, `x` is rebuilt on replay.
+    ///     let h = region("mul", Policy::Save).call(&x, |x| x.exp() * x);
     ///     let report = memory_report().unwrap();
     ///     assert_eq!(report.regions[0].storages().count(), 1);
+    ///     assert_eq!(report.regions[0].rebuilt.len(), 1);
     ///     h
     /// });
     /// ```

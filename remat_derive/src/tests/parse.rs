@@ -188,6 +188,29 @@ fn no_clear_default_name_requires_one() {
 }
 
 #[test]
+fn code_in_messages_is_spaced_as_written() {
+    for (tokens, text) in [
+        (
+            quote!(self.layers[i].forward(&h, -1)),
+            "self.layers[i].forward(&h, -1)",
+        ),
+        (
+            quote!(format!("layers.{}", self.index)),
+            "format!(\"layers.{}\", self.index)",
+        ),
+        (
+            quote!(a::b(x + &y, x == 2) as f64),
+            "a::b(x + &y, x == 2) as f64",
+        ),
+        (quote!(t.view([b * t, -1])), "t.view([b * t, -1])"),
+    ] {
+        assert_eq!(crate::ast::compact(&tokens), text);
+    }
+    let errors = remat_errors(quote!(save self.layers[i].forward(&h);));
+    assert_one_error(&errors, &["`save NAME: self.layers[i].forward(&h)`"]);
+}
+
+#[test]
 fn let_with_type_and_attributes() {
     let stmts = stmts(quote! {
         #[allow(unused)]

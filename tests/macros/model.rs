@@ -1,0 +1,198 @@
+//! The reference model (shared/design/reference-model.md) written with the
+//! macros: the same ATen ops in the same order as `tests/common/model.rs`,
+//! so that losses and gradients compare bitwise.
+
+use crate::common::model::{self as reference, Config, Model, VOCAB};
+use remat::{checkpoint, remat, Capture};
+use tch::{Device, Kind, Tensor};
+
+/// The policies that place regions in the block (reference-model.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MacroPolicy {
+    /// `attention` a `save` region, marked before the residual add; the MLP
+    /// a `recompute` region.
+    Selective,
+    /// `attention` a `recompute` region; the MLP a `save` region, marked
+    /// before its residual add.
+    SaveMlp,
+}
+
+/// The sizes a block needs (`Config` is plain data, captured by copy).
+#[derive(Capture, Clone, Copy)]
+pub struct Dims {
+    pub d: i64,
+    pub h: i64,
+    pub t: i64,
+    pub b: i64,
+}
+
+#[derive(Capture)]
+pub struct LayerNorm {
+    pub weight: Tensor,
+    pub bias: Tensor,
+    pub d: i64,
+}
+
+impl LayerNorm {
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        x.layer_norm([self.d], Some(&self.weight), Some(&self.bias), 1e-5, false)
+    }
+}
+
+#[derive(Capture)]
+pub struct Attention {
+    pub qkv_w: Tensor,
+    pub qkv_b: Tensor,
+    pub proj_w: Tensor,
+    pub proj_b: Tensor,
+    pub dims: Dims,
+}
+
+impl Attention {
+    pub fn forward(&self, h: &Tensor) -> Tensor {
+        let Dims { d, h: heads, t, b } = self.dims;
+        let qkv = h
+            .linear(&self.qkv_w, Some(&self.qkv_b))
+            .view([b, t, 3, heads, d / heads])
+            .permute([2, 0, 3, 1, 4]);
+        let qkv = qkv.unbind(0);
+        let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
+        let scores = q.matmul(&k.transpose(-2, -1)) * (1.0 / ((d / heads) as f64).sqrt());
+        let mask = Tensor::ones([t, t], (Kind::Bool, Device::Cpu)).triu(1);
+        let scores = scores.masked_fill(&mask, f64::NEG_INFINITY);
+        let probs = scores.softmax(-1, Kind::Float);
+        let ctx = probs.matmul(v).transpose(1, 2).reshape([b, t, d]);
+        ctx.linear(&self.proj_w, Some(&self.proj_b))
+    }
+}
+
+#[derive(Capture)]
+pub struct Mlp {
+    pub fc1_w: Tensor,
+    pub fc1_b: Tensor,
+    pub fc2_w: Tensor,
+    pub fc2_b: Tensor,
+}
+
+impl Mlp {
+    pub fn forward(&self, h: &Tensor) -> Tensor {
+        h.linear(&self.fc1_w, Some(&self.fc1_b))
+            .gelu("none")
+            .linear(&self.fc2_w, Some(&self.fc2_b))
+    }
+}
+
+/// One transformer block; `#[derive(Capture)]` lets a checkpoint own a
+/// shallow copy of it.
+#[derive(Capture)]
+pub struct Block {
+    pub index: usize,
+    pub ln1: LayerNorm,
+    pub attention: Attention,
+    pub ln2: LayerNorm,
+    pub mlp: Mlp,
+}
+
+impl Block {
+    /// Handles to the parameters of a reference block (the same tensors).
+    pub fn of(p: &reference::Block) -> Block {
+        let Config { d, h, t, b, .. } = p.cfg;
+        let s = Tensor::shallow_clone;
+        Block {
+            index: p.index,
+            ln1: LayerNorm {
+                weight: s(&p.ln1_w),
+                bias: s(&p.ln1_b),
+                d,
+            },
+            attention: Attention {
+                qkv_w: s(&p.qkv_w),
+                qkv_b: s(&p.qkv_b),
+                proj_w: s(&p.proj_w),
+                proj_b: s(&p.proj_b),
+                dims: Dims { d, h, t, b },
+            },
+            ln2: LayerNorm {
+                weight: s(&p.ln2_w),
+                bias: s(&p.ln2_b),
+                d,
+            },
+            mlp: Mlp {
+                fc1_w: s(&p.fc1_w),
+                fc1_b: s(&p.fc1_b),
+                fc2_w: s(&p.fc2_w),
+                fc2_b: s(&p.fc2_b),
+            },
+        }
+    }
+
+    /// `selective`, exactly as dsl.md writes it.
+    #[checkpoint(name = [format!("layers.{}", self.index)])]
+    pub fn selective(&self, x: &Tensor) -> Tensor {
+        let h = self.ln1.forward(x);
+        remat! {
+            let attn = save attention: self.attention.forward(&h);
+            needs attn;                       // bare code below reads attn
+            let x = x + &attn;
+            let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));
+        }
+        x + m
+    }
+
+    /// `save_mlp`: the MLP's output is kept, the attention replayed.
+    #[checkpoint(name = [format!("layers.{}", self.index)])]
+    pub fn save_mlp(&self, x: &Tensor) -> Tensor {
+        let h = self.ln1.forward(x);
+        remat! {
+            let attn = recompute attention: self.attention.forward(&h);
+            let x = x + &attn;
+            let m = save mlp: self.mlp.forward(&self.ln2.forward(&x));
+            needs m;                          // the residual add reads m
+        }
+        x + m
+    }
+
+    pub fn forward(&self, x: &Tensor, policy: MacroPolicy) -> Tensor {
+        match policy {
+            MacroPolicy::Selective => self.selective(x),
+            MacroPolicy::SaveMlp => self.save_mlp(x),
+        }
+    }
+}
+
+/// The loss of `model`'s parameters with the blocks run through the macro
+/// version, op for op as `Model::loss`.
+pub fn loss(model: &Model, tokens: &Tensor, targets: &Tensor, policy: MacroPolicy) -> Tensor {
+    let Config { t, b, d, .. } = model.cfg;
+    let blocks: Vec<Block> = model.blocks.iter().map(Block::of).collect();
+    let tok = Tensor::embedding(&model.tok_emb, tokens, -1, false, false);
+    let pos = Tensor::embedding(
+        &model.pos_emb,
+        &Tensor::arange(t, (Kind::Int64, Device::Cpu)),
+        -1,
+        false,
+        false,
+    );
+    let mut x = tok + pos;
+    // Scopes only label the trace; `[expr]` names them at run time.
+    remat! {
+        scope blocks {
+            for block in &blocks {
+                remat! {
+                    scope [format!("layers.{}", block.index)] {
+                        x = block.forward(&x, policy);
+                    }
+                }
+            }
+        }
+    }
+    let x = x.layer_norm([d], Some(&model.lnf_w), Some(&model.lnf_b), 1e-5, false);
+    let logits = x.linear(&model.head_w, Some(&model.head_b));
+    logits.view([b * t, VOCAB]).cross_entropy_loss::<Tensor>(
+        &targets.view([b * t]),
+        None,
+        tch::Reduction::Mean,
+        -100,
+        0.0,
+    )
+}

@@ -1,0 +1,87 @@
+//! A read the compile-time check cannot see fails at replay, with the same
+//! message whether the model was written with the macros or with the
+//! runtime API: the two layers agree.
+
+use crate::common::model::{self as reference, batch, Model, SMALL};
+use crate::model::Block;
+use remat::{checkpoint, region, remat, Policy};
+use tch::{Device, Kind, Tensor};
+
+/// A helper the check does not look into: it reads its argument's data.
+fn residual(x: &Tensor, attn: &Tensor) -> Tensor {
+    x + attn
+}
+
+impl Block {
+    /// `selective` without `needs attn;`: the helper's read is hidden from
+    /// the check by `#[remat(unchecked)]` (without it, this does not
+    /// compile: see ui-tests/fail/bare_read.rs).
+    #[checkpoint(name = [format!("layers.{}", self.index)])]
+    pub fn leaky(&self, x: &Tensor) -> Tensor {
+        let h = self.ln1.forward(x);
+        remat! {
+            let attn = save attention: self.attention.forward(&h);
+            #[remat(unchecked)]
+            let x = residual(x, &attn);
+            let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));
+        }
+        x + m
+    }
+}
+
+/// The same mistake with the runtime API: no `recompute_needs_tensor`.
+fn leaky_api(p: &reference::Block, x: &Tensor) -> Tensor {
+    let p = p.shallow();
+    remat::checkpoint(format!("layers.{}", p.index)).call(x, move |x| {
+        let d = p.cfg.d;
+        let h = reference::ln(&x, &p.ln1_w, &p.ln1_b, d);
+        let attn = region("attention", Policy::Save).call(&h, |h| reference::attention(&p, h));
+        let x = residual(&x, &attn);
+        let h = reference::ln(&x, &p.ln2_w, &p.ln2_b, d);
+        let m = region("mlp", Policy::Recompute).call(&h, |h| reference::mlp(&p, h));
+        x + m
+    })
+}
+
+/// The error of the backward through one leaky block.
+fn backward_error(block: impl FnOnce(&Model, &Tensor) -> Tensor) -> String {
+    let model = Model::new(SMALL, 3);
+    let (tokens, _) = batch(SMALL, 5);
+    let x = Tensor::embedding(&model.tok_emb, &tokens, -1, false, false);
+    let y = block(&model, &x);
+    // The forward runs: the placeholder is only met on replay.
+    assert_eq!(y.size(), x.size());
+    let err = y
+        .sum(Kind::Float)
+        .f_backward()
+        .expect_err("replay must fail on the placeholder");
+    err.to_string()
+}
+
+#[test]
+fn an_unchecked_helper_read_fails_at_replay_like_the_runtime_api() {
+    let macros = backward_error(|m, x| Block::of(&m.blocks[1]).leaky(x));
+    let api = backward_error(|m, x| leaky_api(&m.blocks[1], x));
+    for text in [&macros, &api] {
+        assert!(
+            text.contains("`layers.1::attention.out` is a placeholder"),
+            "{text}"
+        );
+        assert!(text.contains("recompute_needs_tensor"), "{text}");
+    }
+    // The same runtime error from either layer (up to libtorch's backtrace,
+    // which names different source lines).
+    let head = |s: &str| s.lines().next().unwrap_or_default().to_string();
+    assert_eq!(head(&macros), head(&api));
+}
+
+/// With the mark, the same block replays fine.
+#[test]
+fn the_marked_block_replays() {
+    let model = Model::new(SMALL, 3);
+    let x = Tensor::randn([SMALL.b, SMALL.t, SMALL.d], (Kind::Float, Device::Cpu))
+        .set_requires_grad(true);
+    let y = Block::of(&model.blocks[0]).selective(&x);
+    y.sum(Kind::Float).f_backward().expect("backward");
+    assert!(x.grad().defined());
+}

@@ -1,0 +1,39 @@
+// Regions in loops take a run-time name (`[format!(..)]`); static names
+// inside loops are not compared by the duplicate check.
+use remat::{checkpoint, remat};
+use tch::{Kind, Tensor};
+
+fn layer(h: &Tensor, scale: f64) -> Tensor {
+    (h * scale).tanh()
+}
+
+#[checkpoint]
+fn stack(x: &Tensor, scales: Vec<f64>) -> Tensor {
+    let mut h = x.shallow_clone();
+    for (i, scale) in scales.iter().enumerate() {
+        remat! {
+            let y = save [format!("layer.{i}")]: layer(&h, *scale);
+            needs y;
+        }
+        h = &h + y;
+    }
+    h
+}
+
+fn main() {
+    let x = Tensor::randn([4], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    let (y, trace) = remat::collect_trace(|| stack(&x, vec![0.5, 1.0, 2.0]));
+    assert_eq!(
+        trace.to_string(),
+        "remat trace\n  layer.0: save\n  layer.1: save\n  layer.2: save\n"
+    );
+    y.sum(Kind::Float).f_backward().unwrap();
+    let g = x.grad().copy();
+    let _ = x.grad().zero_();
+    let mut h = x.shallow_clone();
+    for s in [0.5, 1.0, 2.0] {
+        h = &h + layer(&h, s);
+    }
+    h.sum(Kind::Float).backward();
+    assert!(g.allclose(&x.grad(), 1e-6, 1e-6, false));
+}
