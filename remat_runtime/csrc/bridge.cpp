@@ -300,10 +300,6 @@ remat_err remat_fn_apply(void* ctx, const char* name,
   });
 }
 
-size_t remat_node_saved_len(void* node) {
-  return static_cast<RustNode*>(node)->saved_.size();
-}
-
 remat_err remat_node_saved(void* node, size_t i, remat_tensor** out) {
   return guard([&] {
     auto* n = static_cast<RustNode*>(node);

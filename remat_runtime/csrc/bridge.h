@@ -65,8 +65,6 @@ remat_err remat_fn_apply(void* ctx, const char* name,
                          remat_tensor** outputs, size_t n_outputs,
                          const remat_tensor* const* saved, size_t n_saved,
                          int* attached);
-// Number of saved tensors of a node handed to `node_apply`.
-size_t remat_node_saved_len(void* node);
 // Unpacks saved tensor `i` of a node handed to `node_apply`.
 remat_err remat_node_saved(void* node, size_t i, remat_tensor** out);
 // Unpacks saved tensor `i` of the node that is `tensor`'s grad_fn.

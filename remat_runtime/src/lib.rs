@@ -40,8 +40,8 @@ mod trace;
 pub use bridge::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder,
     placeholder, rng_state, set_grad_enabled, set_rng_state, storage_key, storage_nbytes,
-    storage_offset, tensor_version, GradModeGuard, PlaceholderSpec, SavedAccess, StorageKey,
-    WeakStorage, WeakTensor,
+    storage_offset, tensor_version, GradModeGuard, PlaceholderSpec, StorageKey, WeakStorage,
+    WeakTensor,
 };
 pub use capture::Capture;
 pub use checkpoint::{checkpoint, live_checkpoints, Checkpoint, Determinism};

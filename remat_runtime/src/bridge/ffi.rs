@@ -50,7 +50,6 @@ extern "C" {
         n_saved: usize,
         attached: *mut c_int,
     ) -> RematErr;
-    pub(super) fn remat_node_saved_len(node: *mut c_void) -> usize;
     pub(super) fn remat_node_saved(
         node: *mut c_void,
         i: usize,

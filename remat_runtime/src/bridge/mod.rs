@@ -14,8 +14,7 @@ mod placeholder;
 mod storage;
 
 pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload};
-pub use node::SavedAccess;
-pub(crate) use node::{attach_node, grad_fn_saved, NodeBackward};
+pub(crate) use node::{attach_node, grad_fn_saved, NodeBackward, SavedAccess};
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
 pub use storage::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, rng_state,

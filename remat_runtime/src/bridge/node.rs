@@ -27,14 +27,9 @@ pub(super) struct NodeCtx {
     pub(super) backward: Box<dyn NodeBackward>,
 }
 
-/// Read access to a node's saved tensors during its backward.
-///
-/// ```no_run
-/// # fn f(saved: &remat_runtime::SavedAccess<'_>) -> remat_runtime::Result<()> {
-/// let x = saved.get(0)?;
-/// # Ok(()) }
-/// ```
-pub struct SavedAccess<'a> {
+/// Read access to a node's saved tensors during its backward (users reach
+/// them through [`BackwardContext`](crate::BackwardContext)).
+pub(crate) struct SavedAccess<'a> {
     node: *mut c_void,
     _borrow: PhantomData<&'a ()>,
 }
@@ -47,60 +42,9 @@ impl SavedAccess<'_> {
         }
     }
 
-    /// How many tensors the node saved.
-    ///
-    /// A `SavedAccess` only exists while a node's backward runs (a
-    /// [`Function`](crate::Function)'s backward reads it through
-    /// [`BackwardContext`](crate::BackwardContext)), so the example is a
-    /// helper that such a backward would call.
-    ///
-    /// ```
-    /// use remat_runtime::{Result, SavedAccess};
-    /// use tch::Tensor;
-    ///
-    /// /// Every saved tensor, in the order they were saved.
-    /// fn all_saved(saved: &SavedAccess<'_>) -> Result<Vec<Tensor>> {
-    ///     (0..saved.len()).map(|i| saved.get(i)).collect()
-    /// }
-    /// ```
-    pub fn len(&self) -> usize {
-        // SAFETY: `node` is the live node whose backward is running.
-        unsafe { ffi::remat_node_saved_len(self.node) }
-    }
-
-    /// Whether the node saved nothing.
-    ///
-    /// ```
-    /// use remat_runtime::{Result, SavedAccess};
-    /// use tch::Tensor;
-    ///
-    /// /// The first saved tensor, if the node saved any.
-    /// fn first_saved(saved: &SavedAccess<'_>) -> Result<Option<Tensor>> {
-    ///     if saved.is_empty() {
-    ///         return Ok(None);
-    ///     }
-    ///     saved.get(0).map(Some)
-    /// }
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Unpacks saved tensor `i` (through the saved-tensor hooks that packed it).
-    ///
-    /// An index past [`SavedAccess::len`] is an error, not a panic.
-    ///
-    /// ```
-    /// use remat_runtime::{Result, SavedAccess};
-    /// use tch::Tensor;
-    ///
-    /// /// The gradient of `x * x`, from the saved `x`.
-    /// fn square_backward(saved: &SavedAccess<'_>, grad: &Tensor) -> Result<Tensor> {
-    ///     let x = saved.get(0)?;
-    ///     Ok(grad * 2 * x)
-    /// }
-    /// ```
-    pub fn get(&self, i: usize) -> Result<Tensor> {
+    /// Unpacks saved tensor `i` (through the saved-tensor hooks that packed
+    /// it); an index past the end is an error, not a panic.
+    pub(crate) fn get(&self, i: usize) -> Result<Tensor> {
         let mut out: *mut C_tensor = std::ptr::null_mut();
         // SAFETY: `node` is live during backward; on success `out` is an
         // owned tensor.
