@@ -186,11 +186,22 @@ impl Model {
 }
 
 pub fn attention(p: &Block, h: &Tensor) -> Tensor {
+    attention_op(h, [&p.qkv_w, &p.qkv_b, &p.proj_w, &p.proj_b], p.cfg)
+}
+
+/// The attention of reference-model.md, from its weights
+/// `[qkv.weight, qkv.bias, proj.weight, proj.bias]` (shared with the macro
+/// version of the model, so that both run the same ops).
+pub fn attention_op(
+    h: &Tensor,
+    [qkv_w, qkv_b, proj_w, proj_b]: [&Tensor; 4],
+    cfg: Config,
+) -> Tensor {
     let Config {
         d, h: heads, t, b, ..
-    } = p.cfg;
+    } = cfg;
     let qkv = h
-        .linear(&p.qkv_w, Some(&p.qkv_b))
+        .linear(qkv_w, Some(qkv_b))
         .view([b, t, 3, heads, d / heads])
         .permute([2, 0, 3, 1, 4]);
     let qkv = qkv.unbind(0);
@@ -200,13 +211,18 @@ pub fn attention(p: &Block, h: &Tensor) -> Tensor {
     let scores = scores.masked_fill(&mask, f64::NEG_INFINITY);
     let probs = scores.softmax(-1, Kind::Float);
     let ctx = probs.matmul(v).transpose(1, 2).reshape([b, t, d]);
-    ctx.linear(&p.proj_w, Some(&p.proj_b))
+    ctx.linear(proj_w, Some(proj_b))
 }
 
 pub fn mlp(p: &Block, h: &Tensor) -> Tensor {
-    h.linear(&p.fc1_w, Some(&p.fc1_b))
+    mlp_op(h, [&p.fc1_w, &p.fc1_b, &p.fc2_w, &p.fc2_b])
+}
+
+/// The MLP of reference-model.md from `[fc1.weight, fc1.bias, fc2.weight, fc2.bias]`.
+pub fn mlp_op(h: &Tensor, [fc1_w, fc1_b, fc2_w, fc2_b]: [&Tensor; 4]) -> Tensor {
+    h.linear(fc1_w, Some(fc1_b))
         .gelu("none")
-        .linear(&p.fc2_w, Some(&p.fc2_b))
+        .linear(fc2_w, Some(fc2_b))
 }
 
 pub fn ln(x: &Tensor, w: &Tensor, b: &Tensor, d: i64) -> Tensor {

