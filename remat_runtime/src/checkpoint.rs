@@ -99,7 +99,7 @@ type Body = Box<dyn FnMut(Vec<Option<Tensor>>) -> Vec<Option<Tensor>> + Send>;
 /// Everything one call of a checkpoint shares between its forward, the
 /// holders in its graph and its replays.
 pub(crate) struct CheckpointState {
-    pub name: Option<String>,
+    pub name: Option<Arc<str>>,
     pub determinism: Determinism,
     pub state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
     body: Mutex<Body>,
@@ -460,7 +460,7 @@ impl Checkpoint {
         });
         LIVE.fetch_add(1, Ordering::SeqCst);
         let state = Arc::new(CheckpointState {
-            name: self.name,
+            name: self.name.map(Arc::from),
             determinism: self.determinism,
             state_hooks: self.state_hooks,
             body: Mutex::new(erased),

@@ -7,6 +7,7 @@
 
 use crate::checkpoint::CheckpointState;
 use crate::saved_hooks::TensorHooks;
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -49,7 +50,7 @@ pub(crate) struct Frame {
     pub state: Arc<CheckpointState>,
     pub phase: Phase,
     /// Region names claimed in this phase.
-    pub claimed: HashSet<String>,
+    pub claimed: HashSet<Cow<'static, str>>,
     /// How many `Save` bodies are running (forward only); inside one, regions
     /// are inert.
     pub save_depth: usize,

@@ -4,6 +4,7 @@
 use crate::bridge::{storage_key, StorageKey, WeakStorage, WeakTensor};
 use crate::checkpoint::CheckpointState;
 use crate::holder::lock;
+use crate::io::RegionInputs;
 use crate::save_region::SaveRecord;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,15 +53,23 @@ impl PersistIndex {
     }
 }
 
-/// Asks the producers of `tensors` (if any is a `Save` output of this
-/// checkpoint, or a view of one) to keep them for replay.
-pub(crate) fn persist(state: &CheckpointState, tensors: &[Tensor]) -> crate::Result<()> {
-    for t in tensors {
-        let found = lock(&state.inner).persist.lookup(t);
-        for (record, slot, output) in found {
-            if let Some(output) = output {
-                record.persist(slot, &output)?;
-            }
+/// Asks the producers of the tensors in `inputs` (those that are `Save`
+/// outputs of this checkpoint, or views of one) to keep them for replay.
+pub(crate) fn persist(state: &CheckpointState, inputs: &impl RegionInputs) -> crate::Result<()> {
+    let found = {
+        let inner = lock(&state.inner);
+        // The common case, and the hot path: no Save output to look for.
+        if inner.persist.map.is_empty() {
+            return Ok(());
+        }
+        let mut found = Vec::new();
+        inputs.visit_tensors(&mut |t| found.extend(inner.persist.lookup(t)));
+        found
+    };
+    // Persisting may run the user's pack hook: not under the state's lock.
+    for (record, slot, output) in found {
+        if let Some(output) = output {
+            record.persist(slot, &output)?;
         }
     }
     Ok(())

@@ -4,7 +4,7 @@ use crate::checkpoint::CheckpointState;
 use crate::error::{Error, Result};
 use crate::frame::{self, Phase};
 use crate::holder::lock;
-use crate::io::{input_tensors, RegionInputs, RegionOutput};
+use crate::io::{RegionInputs, RegionOutput};
 use crate::persist::persist;
 use crate::save_region::{self, reject_grad_leaves};
 use std::borrow::Cow;
@@ -164,7 +164,8 @@ impl Region {
             if f.phase == Phase::Forward {
                 crate::trace::record_region(&self.name, self.policy);
             }
-            if !f.claimed.insert(self.name.to_string()) {
+            // A literal name is borrowed: no allocation on this path.
+            if !f.claimed.insert(self.name.clone()) {
                 return Err(Error::Region {
                     region: f.state.region_display(&self.name),
                     message: format!(
@@ -184,9 +185,9 @@ impl Region {
         };
         match (phase, self.policy) {
             (Phase::Forward, Policy::Recompute) => {
-                persist(&state, &input_tensors(&inputs))?;
+                persist(&state, &inputs)?;
                 let parts = body(inputs).into_parts();
-                reject_grad_leaves(&state.region_display(&self.name), &parts)?;
+                reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
                 O::from_parts(parts)
             }
             (Phase::Forward, Policy::Save) => {
@@ -223,7 +224,7 @@ pub fn recompute_needs_tensor(t: &Tensor) {
         _ => None,
     });
     if let Some(state) = state {
-        if let Err(e) = persist(&state, &[t.shallow_clone()]) {
+        if let Err(e) = persist(&state, &t) {
             panic!("{e}");
         }
     }

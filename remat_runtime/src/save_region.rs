@@ -25,8 +25,10 @@ use tch::Tensor;
 
 /// What the forward of one `Save` region recorded for its replay.
 pub(crate) struct SaveRecord {
-    /// `checkpoint::region`.
-    pub display: String,
+    /// The checkpoint's name and the region's: messages and reports show
+    /// `checkpoint::region`, formatted only when they need it.
+    checkpoint: Option<Arc<str>>,
+    name: String,
     /// Where the region was called (the default annotation of reports).
     pub location: &'static Location<'static>,
     inner: Mutex<RecordInner>,
@@ -34,7 +36,8 @@ pub(crate) struct SaveRecord {
 
 /// A save kept as is, for reports.
 struct KeptRow {
-    name: String,
+    /// Index of the save (`saved.<i>`).
+    save: usize,
     storage: WeakStorage,
     nbytes: i64,
     sizes: Vec<i64>,
@@ -62,7 +65,8 @@ enum Slot {
 struct Recipe {
     input: usize,
     view: Option<ViewSpec>,
-    name: String,
+    /// Index of the save (`saved.<i>`).
+    save: usize,
 }
 
 #[derive(Default)]
@@ -83,10 +87,23 @@ struct RecordInner {
     output_context: Option<Arc<dyn Any + Send + Sync>>,
 }
 
+/// How reports and messages call the `i`-th save of a region.
+fn save_name(i: usize) -> String {
+    format!("saved.{i}")
+}
+
 impl SaveRecord {
+    /// `checkpoint::region`.
+    pub(crate) fn display(&self) -> String {
+        match &self.checkpoint {
+            Some(c) => format!("{c}::{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
     fn error(&self, message: impl Into<String>) -> Error {
         Error::Region {
-            region: self.display.clone(),
+            region: self.display(),
             message: message.into(),
         }
     }
@@ -132,7 +149,7 @@ enum Saved {
     Kept {
         value: Tensor,
         version: u32,
-        name: String,
+        save: usize,
         region: Arc<SaveRecord>,
     },
 }
@@ -144,11 +161,11 @@ impl HookPair for SaveHooks {
     fn pack(&self, tensor: Tensor) -> std::result::Result<Payload, String> {
         let record = &self.0;
         let mut inner = lock(&record.inner);
-        let name = format!("saved.{}", inner.unnamed);
+        let save = inner.unnamed;
         inner.unnamed += 1;
         if let Some((input, view)) = classify(&tensor, &inner.inputs) {
             let slot = inner.recipes.len();
-            inner.recipes.push(Recipe { input, view, name });
+            inner.recipes.push(Recipe { input, view, save });
             inner.rebuilt.push(None);
             return Ok(Box::new(Saved::Rebuilt {
                 record: record.clone(),
@@ -168,7 +185,7 @@ impl HookPair for SaveHooks {
         }
         if let Some(storage) = WeakStorage::new(&tensor) {
             inner.kept.push(KeptRow {
-                name: name.clone(),
+                save,
                 storage,
                 nbytes: storage_nbytes(&tensor),
                 sizes: tensor.size(),
@@ -179,7 +196,7 @@ impl HookPair for SaveHooks {
         Ok(Box::new(Saved::Kept {
             value: tensor,
             version,
-            name,
+            save,
             region: record.clone(),
         }))
     }
@@ -194,7 +211,7 @@ impl HookPair for SaveHooks {
                         .error(format!(
                             "its saved input `{}` was not rebuilt by a replay; forward and \
                              replay followed different code paths",
-                            inner.recipes[*slot].name
+                            save_name(inner.recipes[*slot].save)
                         ))
                         .to_string()),
                 }
@@ -202,9 +219,10 @@ impl HookPair for SaveHooks {
             Some(Saved::Kept {
                 value,
                 version,
-                name,
+                save,
                 region,
             }) => {
+                let name = save_name(*save);
                 let now = tensor_version(value).map_err(|e| e.to_string())?;
                 if now != *version {
                     return Err(region
@@ -230,7 +248,6 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     inputs: I,
     body: impl FnOnce(I) -> O,
 ) -> Result<O> {
-    let display = state.region_display(name);
     let infos = {
         let inner = lock(&state.inner);
         input_tensors(&inputs)
@@ -241,7 +258,8 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     };
     let output_hooks = frame::user_hooks();
     let record = Arc::new(SaveRecord {
-        display,
+        checkpoint: state.name.clone(),
+        name: name.to_string(),
         location,
         inner: Mutex::new(RecordInner {
             inputs: infos,
@@ -262,7 +280,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     let exit = snapshot_all(&state.state_hooks);
     let output_context = output_hooks.as_ref().and_then(TensorHooks::capture);
     let parts = out.into_parts();
-    reject_grad_leaves(&record.display, &parts)?;
+    reject_grad_leaves(|| record.display(), &parts)?;
     let eager: Vec<usize> = {
         let mut inner = lock(&record.inner);
         inner.exit_snapshots = exit;
@@ -338,7 +356,7 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
                      reproduce, but that input replays as a placeholder: it is bare code's \
                      view or result of an upstream `save` region's output. Make that \
                      producer a `recompute` region, or pass its output to this region directly",
-                    recipe.name
+                    save_name(recipe.save)
                 )));
             }
             let value = rebuild(base, &recipe.view).map_err(|m| record.error(m))?;
@@ -410,9 +428,9 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
 
 fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize) -> String {
     let source = if n_outputs == 1 {
-        format!("{}.out", record.display)
+        format!("{}.out", record.display())
     } else {
-        format!("{}.{slot}", record.display)
+        format!("{}.{slot}", record.display())
     };
     format!(
         "`{source}` is a placeholder: region `{region}` is a `save` region, so replay skips \
@@ -420,17 +438,20 @@ fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize) -> St
          replays read this one's data without asking. Fix: call \
          `recompute_needs_tensor(&t)` on it right before the bare code that reads it (`needs \
          t;` in `remat!`), or pass it to a `recompute` region, which asks automatically.",
-        region = record.display
+        region = record.display()
     )
 }
 
 /// A region must return computed values, not fresh leaves requiring grad.
-pub(crate) fn reject_grad_leaves(display: &str, parts: &[Option<Tensor>]) -> Result<()> {
+pub(crate) fn reject_grad_leaves(
+    display: impl Fn() -> String,
+    parts: &[Option<Tensor>],
+) -> Result<()> {
     for (i, t) in parts.iter().enumerate() {
         if let Some(t) = t {
             if t.requires_grad() && is_leaf(t) {
                 return Err(Error::Region {
-                    region: display.to_string(),
+                    region: display(),
                     message: format!(
                         "output {i} is a leaf tensor that requires grad (an allocation, not a \
                          computation); create it outside the checkpoint, or do not wrap that \
@@ -470,7 +491,7 @@ impl SaveRecord {
             if row.storage.is_alive() {
                 add(
                     row.storage.key(),
-                    row.name.clone(),
+                    save_name(row.save),
                     row.nbytes,
                     row.sizes.clone(),
                     row.kind,
@@ -496,10 +517,10 @@ impl SaveRecord {
             }
         }
         RegionMemory {
-            region: self.display.clone(),
+            region: self.display(),
             location: format!("{}:{}", self.location.file(), self.location.line()),
             storages,
-            rebuilt: inner.recipes.iter().map(|r| r.name.clone()).collect(),
+            rebuilt: inner.recipes.iter().map(|r| save_name(r.save)).collect(),
             offloaded,
         }
     }
