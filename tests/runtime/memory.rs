@@ -176,3 +176,21 @@ fn bytes_kept_per_region_equal_the_python_reference() {
         y.sum(Kind::Float).backward();
     }
 }
+
+/// The report text of one reference block under each policy, reviewed as a
+/// snapshot (a change to what is kept, or to the format, shows up in review).
+#[test]
+fn memory_report_snapshots_of_the_reference_block() {
+    let model = Model::new(SMALL, 11);
+    for (policy, name) in [
+        (ModelPolicy::Selective, "selective"),
+        (ModelPolicy::SaveMlp, "save_mlp"),
+    ] {
+        let block = model.blocks[0].shallow();
+        let x = Tensor::randn([SMALL.b, SMALL.t, SMALL.d], (Kind::Float, Device::Cpu))
+            .set_requires_grad(true);
+        let (y, report) = report_of(&x, move |x| block_body(&block, &x, policy));
+        insta::assert_snapshot!(format!("memory_report_{name}"), report.to_string());
+        y.sum(Kind::Float).backward();
+    }
+}
