@@ -154,6 +154,22 @@ impl Model {
     }
 
     pub fn loss(&self, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
+        self.loss_through(tokens, targets, |mut x| {
+            for block in &self.blocks {
+                x = block_forward(block, &x, policy);
+            }
+            x
+        })
+    }
+
+    /// The loss with the stack of blocks given by `blocks` (embeddings, final
+    /// layer norm, head and cross-entropy are the model's own).
+    pub fn loss_through(
+        &self,
+        tokens: &Tensor,
+        targets: &Tensor,
+        blocks: impl FnOnce(Tensor) -> Tensor,
+    ) -> Tensor {
         let Config { t, b, .. } = self.cfg;
         let tok = Tensor::embedding(&self.tok_emb, tokens, -1, false, false);
         let pos = Tensor::embedding(
@@ -163,10 +179,7 @@ impl Model {
             false,
             false,
         );
-        let mut x = tok + pos;
-        for block in &self.blocks {
-            x = block_forward(block, &x, policy);
-        }
+        let x = blocks(tok + pos);
         let x = x.layer_norm(
             [self.cfg.d],
             Some(&self.lnf_w),

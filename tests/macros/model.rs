@@ -2,9 +2,9 @@
 //! macros: the same ATen ops in the same order as `tests/common/model.rs`,
 //! so that losses and gradients compare bitwise.
 
-use crate::common::model::{self as reference, Config, Model, VOCAB};
+use crate::common::model::{self as reference, Config, Model};
 use remat::{checkpoint, remat, Capture};
-use tch::{Device, Kind, Tensor};
+use tch::Tensor;
 
 /// The policies that place regions in the block (reference-model.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,36 +161,20 @@ impl Block {
 /// The loss of `model`'s parameters with the blocks run through the macro
 /// version, op for op as `Model::loss`.
 pub fn loss(model: &Model, tokens: &Tensor, targets: &Tensor, policy: MacroPolicy) -> Tensor {
-    let Config { t, b, d, .. } = model.cfg;
     let blocks: Vec<Block> = model.blocks.iter().map(Block::of).collect();
-    let tok = Tensor::embedding(&model.tok_emb, tokens, -1, false, false);
-    let pos = Tensor::embedding(
-        &model.pos_emb,
-        &Tensor::arange(t, (Kind::Int64, Device::Cpu)),
-        -1,
-        false,
-        false,
-    );
-    let mut x = tok + pos;
-    // Scopes only label the trace; `[expr]` names them at run time.
-    remat! {
-        scope blocks {
-            for block in &blocks {
-                remat! {
-                    scope [format!("layers.{}", block.index)] {
-                        x = block.forward(&x, policy);
+    model.loss_through(tokens, targets, |mut x| {
+        // Scopes only label the trace; `[expr]` names them at run time.
+        remat! {
+            scope blocks {
+                for block in &blocks {
+                    remat! {
+                        scope [format!("layers.{}", block.index)] {
+                            x = block.forward(&x, policy);
+                        }
                     }
                 }
             }
         }
-    }
-    let x = x.layer_norm([d], Some(&model.lnf_w), Some(&model.lnf_b), 1e-5, false);
-    let logits = x.linear(&model.head_w, Some(&model.head_b));
-    logits.view([b * t, VOCAB]).cross_entropy_loss::<Tensor>(
-        &targets.view([b * t]),
-        None,
-        tch::Reduction::Mean,
-        -100,
-        0.0,
-    )
+        x
+    })
 }
