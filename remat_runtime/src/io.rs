@@ -130,6 +130,24 @@ impl<T: RegionInput> RegionInputs for T {
     }
 }
 
+/// Invokes `$m!` for tuples of 1 to 12 type parameters.
+macro_rules! for_each_arity {
+    ($m:ident) => {
+        $m!(A);
+        $m!(A B);
+        $m!(A B C);
+        $m!(A B C D);
+        $m!(A B C D E);
+        $m!(A B C D E F);
+        $m!(A B C D E F G);
+        $m!(A B C D E F G H);
+        $m!(A B C D E F G H I);
+        $m!(A B C D E F G H I J);
+        $m!(A B C D E F G H I J K);
+        $m!(A B C D E F G H I J K L);
+    };
+}
+
 macro_rules! tuple_inputs {
     ($($name:ident)+) => {
         impl<$($name: RegionInput),+> RegionInputs for ($($name,)+) {
@@ -141,18 +159,7 @@ macro_rules! tuple_inputs {
         }
     };
 }
-tuple_inputs!(A);
-tuple_inputs!(A B);
-tuple_inputs!(A B C);
-tuple_inputs!(A B C D);
-tuple_inputs!(A B C D E);
-tuple_inputs!(A B C D E F);
-tuple_inputs!(A B C D E F G);
-tuple_inputs!(A B C D E F G H);
-tuple_inputs!(A B C D E F G H I);
-tuple_inputs!(A B C D E F G H I J);
-tuple_inputs!(A B C D E F G H I J K);
-tuple_inputs!(A B C D E F G H I J K L);
+for_each_arity!(tuple_inputs);
 
 /// The shallow handles of every tensor in `inputs`, in visit order.
 pub(crate) fn input_tensors(inputs: &impl RegionInputs) -> Vec<Tensor> {
@@ -416,18 +423,7 @@ macro_rules! tuple_checkpoint_inputs {
         }
     };
 }
-tuple_checkpoint_inputs!(A);
-tuple_checkpoint_inputs!(A B);
-tuple_checkpoint_inputs!(A B C);
-tuple_checkpoint_inputs!(A B C D);
-tuple_checkpoint_inputs!(A B C D E);
-tuple_checkpoint_inputs!(A B C D E F);
-tuple_checkpoint_inputs!(A B C D E F G);
-tuple_checkpoint_inputs!(A B C D E F G H);
-tuple_checkpoint_inputs!(A B C D E F G H I);
-tuple_checkpoint_inputs!(A B C D E F G H I J);
-tuple_checkpoint_inputs!(A B C D E F G H I J K);
-tuple_checkpoint_inputs!(A B C D E F G H I J K L);
+for_each_arity!(tuple_checkpoint_inputs);
 
 impl CheckpointInputs for () {
     type Owned = ();
