@@ -60,7 +60,7 @@ pub(crate) fn unchecked(attrs: &[Attribute]) -> syn::Result<bool> {
     for attr in attrs.iter().filter(|a| is_remat(a)) {
         match validate(attr) {
             Ok(_) => found = true,
-            Err(error) => crate::ast::push_error(&mut errors, error),
+            Err(error) => crate::errors::push_error(&mut errors, error),
         }
     }
     match errors {

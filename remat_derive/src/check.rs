@@ -20,6 +20,8 @@ use syn::{Expr, ExprIf, ExprMatch, Ident, Lit, LitStr, Macro, Pat, Token};
 
 use crate::ast::{self, Call, Invocation, Name, PolicyKind, Region};
 use crate::attr;
+use crate::errors::push_error;
+use crate::parse;
 
 /// Where the checked code lives.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -171,7 +173,7 @@ impl Checker {
     }
 
     fn error(&mut self, error: syn::Error) {
-        ast::push_error(&mut self.errors, error);
+        push_error(&mut self.errors, error);
     }
 
     fn scope(&mut self) -> &mut Scope {
@@ -574,7 +576,7 @@ impl Checker {
     /// format-string captures), else its tokens are scanned for names.
     fn any_macro(&mut self, mac: &Macro) {
         if ast::is_remat(mac) {
-            match ast::parse_invocation(mac.tokens.clone()).0 {
+            match parse::parse_invocation(mac.tokens.clone()).0 {
                 Invocation::Expr(region) => self.region(&region),
                 Invocation::Stmts(stmts) => self.remat_stmts(&stmts),
             }
@@ -800,7 +802,7 @@ fn remat_expr(expr: &Expr) -> Option<Region> {
     if !ast::is_remat(&mac.mac) {
         return None;
     }
-    match ast::parse_invocation(mac.mac.tokens.clone()).0 {
+    match parse::parse_invocation(mac.mac.tokens.clone()).0 {
         Invocation::Expr(region) => Some(region),
         Invocation::Stmts(_) => None,
     }

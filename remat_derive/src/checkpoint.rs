@@ -30,8 +30,9 @@ use syn::visit_mut::{self, VisitMut};
 use syn::{AttrStyle, Expr, FnArg, ItemFn, LitStr, Pat, Type};
 
 use crate::args::CheckpointArgs;
-use crate::ast::{self, Name};
+use crate::ast::Name;
 use crate::attr;
+use crate::errors::push_error;
 use crate::check::{Checker, Mode};
 use crate::expand::ExpandNested;
 
@@ -55,13 +56,13 @@ enum Kind {
 pub(crate) fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = None;
     let args = syn::parse2::<CheckpointArgs>(args).unwrap_or_else(|error| {
-        ast::push_error(&mut errors, error);
+        push_error(&mut errors, error);
         CheckpointArgs::default()
     });
     let func: ItemFn = match syn::parse2(item.clone()) {
         Ok(func) => func,
         Err(error) => {
-            ast::push_error(
+            push_error(
                 &mut errors,
                 syn::Error::new(
                     error.span(),
@@ -74,7 +75,7 @@ pub(crate) fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let (out, more) = Expand::new(args, func).run();
     if let Some(more) = more {
-        ast::push_error(&mut errors, more);
+        push_error(&mut errors, more);
     }
     let errors = errors.map(|e| e.to_compile_error());
     match out {
@@ -132,7 +133,7 @@ impl Expand {
     }
 
     fn error(&mut self, error: syn::Error) {
-        ast::push_error(&mut self.errors, error);
+        push_error(&mut self.errors, error);
     }
 
     fn run(mut self) -> (Option<Output>, Option<syn::Error>) {

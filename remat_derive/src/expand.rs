@@ -23,6 +23,8 @@ use syn::{Expr, LitStr};
 
 use crate::ast::{self, Invocation, Name, PolicyKind, Region, Stmt};
 use crate::attr;
+use crate::errors::push_error;
+use crate::parse;
 use crate::check::{Checker, Mode};
 
 /// The most arguments a region call may take (the runtime implements its
@@ -31,7 +33,7 @@ const MAX_ARGS: usize = 12;
 
 /// Entry point of `remat!`.
 pub(crate) fn remat(input: TokenStream) -> TokenStream {
-    let (invocation, mut errors) = ast::parse_invocation(input);
+    let (invocation, mut errors) = parse::parse_invocation(input);
     let mut expander = Expander::default();
     match &invocation {
         Invocation::Stmts(stmts) => {
@@ -39,7 +41,7 @@ pub(crate) fn remat(input: TokenStream) -> TokenStream {
             let mut checker = Checker::new(Mode::Block);
             checker.remat_stmts(stmts);
             if let Some(error) = checker.finish() {
-                ast::push_error(&mut errors, error);
+                push_error(&mut errors, error);
             }
             let body = expander.stmts(stmts);
             let errors = errors.map(|e| e.to_compile_error());
@@ -135,7 +137,7 @@ impl Expander {
         let span = region.policy.span;
         let args: Vec<&Expr> = region.call.args().collect();
         if args.len() > MAX_ARGS {
-            ast::push_error(
+            push_error(
                 &mut self.errors,
                 syn::Error::new_spanned(
                     args[MAX_ARGS],
@@ -193,7 +195,7 @@ pub(crate) struct ExpandNested {
 impl ExpandNested {
     /// A `remat!` in statement position: its statements, spliced.
     fn stmts(&mut self, mac: &syn::Macro, semi: Option<syn::Token![;]>) -> Vec<syn::Stmt> {
-        let (invocation, errors) = ast::parse_invocation(mac.tokens.clone());
+        let (invocation, errors) = parse::parse_invocation(mac.tokens.clone());
         let mut tokens = used_marker(mac);
         if let Some(errors) = errors {
             tokens.extend(errors.to_compile_error());
@@ -211,13 +213,13 @@ impl ExpandNested {
 
     /// A `remat!` in expression position.
     fn expr(&mut self, mac: &syn::Macro) -> Expr {
-        let (invocation, mut errors) = ast::parse_invocation(mac.tokens.clone());
+        let (invocation, mut errors) = parse::parse_invocation(mac.tokens.clone());
         let marker = used_marker(mac);
         let tokens = match &invocation {
             Invocation::Expr(region) => {
                 let expr = self.expander.region_expr(region);
                 if let Some(more) = self.expander.take_errors() {
-                    ast::push_error(&mut errors, more);
+                    push_error(&mut errors, more);
                 }
                 match errors {
                     Some(errors) => {

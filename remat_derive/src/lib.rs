@@ -5,7 +5,7 @@
 //! Use them through the `remat` crate, which re-exports them; the expansion
 //! names the runtime by absolute paths (`::remat::...`).
 //!
-//! The crate parses into a small model (`ast`), checks it (`check`),
+//! The crate parses (`parse`) into a small model (`ast`), checks it (`check`),
 //! then generates code (`expand`, `checkpoint`, `capture`). Errors are
 //! `syn::Error`s with precise spans, combined and emitted as
 //! `compile_error!`; the macros never panic.
@@ -16,8 +16,10 @@ mod attr;
 mod capture;
 mod check;
 mod checkpoint;
+mod errors;
 mod expand;
 mod names;
+mod parse;
 
 #[cfg(test)]
 mod tests;

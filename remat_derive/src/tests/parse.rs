@@ -4,7 +4,8 @@ use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 
 use super::{assert_one_error, remat_errors};
-use crate::ast::{parse_invocation, Call, Invocation, Name, PolicyKind, Stmt};
+use crate::ast::{Call, Invocation, Name, PolicyKind, Stmt};
+use crate::parse::parse_invocation;
 
 fn stmts(tokens: TokenStream) -> Vec<Stmt> {
     match parse_invocation(tokens) {
