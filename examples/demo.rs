@@ -9,11 +9,7 @@
 //!
 //! Run with `cargo xtask demo`.
 
-#[path = "../tests/common/model.rs"]
-#[allow(dead_code)]
-mod model;
-
-use model::{batch, Model, ModelPolicy, POLICIES, SMALL};
+use remat_reference::model::{batch, Model, ModelPolicy, POLICIES, SMALL};
 
 use remat::{
     apply, checkpoint, collect_trace, is_placeholder, placeholder, region, saved_tensors_hooks,

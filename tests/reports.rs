@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::model::{batch, Model, ModelPolicy, SMALL};
+use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 use remat::{saved_tensors_report, track_saved_tensors};
 
 #[test]

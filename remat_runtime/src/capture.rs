@@ -94,8 +94,8 @@ clone_capture!(
     &'static str,
     tch::Device,
     tch::Kind,
-    crate::Policy,
-    crate::Determinism
+    crate::checkpointing::policy::Policy,
+    crate::checkpointing::determinism::Determinism
 );
 
 impl<T: Capture> Capture for Option<T> {

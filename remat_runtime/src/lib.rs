@@ -18,24 +18,18 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+// The folders read as the architecture (docs/architecture.md): `bridge`
+// (all unsafe code) at the bottom, `checkpointing` (the mechanism), `hooks`
+// (what users plug in), `diagnostics` (what the runtime reports).
 mod bridge;
 mod capture;
-mod checkpoint;
+mod checkpointing;
+mod diagnostics;
 mod error;
-mod frame;
 mod function;
-mod holder;
+mod hooks;
 mod io;
-mod nodes;
-mod persist;
-mod region;
-mod report;
-mod save_region;
-mod saved_hooks;
-mod saved_input;
-mod saved_report;
-mod state_hooks;
-mod trace;
+mod sync;
 
 pub use bridge::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder,
@@ -44,23 +38,28 @@ pub use bridge::{
     WeakTensor,
 };
 pub use capture::Capture;
-pub use checkpoint::{checkpoint, live_checkpoints, Checkpoint, Determinism};
-pub use error::{Error, Result};
-pub use frame::{is_recomputing, Phase};
-pub use function::{apply, try_apply, BackwardContext, ForwardContext, Function};
-pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
-pub use region::{recompute_needs_tensor, region, Policy, Region};
-pub use report::{memory_report, KeptStorage, MemoryReport, RegionMemory};
-pub use saved_hooks::{
-    current_saved_tensor_info, saved_tensors_hooks, SavedTensorInfo, SavedTensorKind,
-    SavedTensorsHooks, TensorHooks,
-};
-pub use saved_report::{
+pub use checkpointing::checkpoint::{checkpoint, Checkpoint};
+pub use checkpointing::determinism::Determinism;
+pub use checkpointing::frame::{is_recomputing, Phase};
+pub use checkpointing::policy::Policy;
+pub use checkpointing::region::{recompute_needs_tensor, region, Region};
+pub use checkpointing::state::live_checkpoints;
+pub use diagnostics::memory_report::{memory_report, KeptStorage, MemoryReport, RegionMemory};
+pub use diagnostics::saved_report::{
     saved_tensors_report, track_saved_tensors, CheckpointMemory, OutsideSaves, SavedTensorsReport,
 };
-pub use state_hooks::{RecomputeStateHook, RngStateHook};
+pub use diagnostics::trace::{
+    collect_trace, enter_scope, trace_scope, ScopeGuard, Trace, TraceEntry,
+};
+pub use error::{Error, Result};
+pub use function::{apply, try_apply, BackwardContext, ForwardContext, Function};
+pub use hooks::saved_tensors::{saved_tensors_hooks, SavedTensorsHooks};
+pub use hooks::state::{RecomputeStateHook, RngStateHook};
+pub use hooks::tensor_hooks::{
+    current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
+};
+pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
 pub use tch::Tensor;
-pub use trace::{collect_trace, enter_scope, trace_scope, ScopeGuard, Trace, TraceEntry};
 
 #[doc(hidden)]
 #[path = "private.rs"]

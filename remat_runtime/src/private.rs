@@ -1,6 +1,6 @@
 //! Items the macros expand to. Not a stable API: use the public ones.
 
-pub use crate::trace::enter_scope;
+pub use crate::diagnostics::trace::enter_scope;
 
 /// A region argument, unchanged: the macros pass every argument through this
 /// so that a type that is no region input fails with a clear message.

@@ -8,6 +8,5 @@
 mod common;
 
 mod gradients;
-mod model;
 mod placeholder;
 mod trace;

@@ -2,8 +2,8 @@
 //! message whether the model was written with the macros or with the
 //! runtime API: the two layers agree.
 
-use crate::common::model::{self as reference, batch, Model, SMALL};
-use crate::model::Block;
+use remat_reference::model::{self as reference, batch, Model, SMALL};
+use remat_reference::macros::Block;
 use remat::{checkpoint, region, remat, Policy};
 use tch::{Device, Kind, Tensor};
 
@@ -12,12 +12,17 @@ fn residual(x: &Tensor, attn: &Tensor) -> Tensor {
     x + attn
 }
 
-impl Block {
+/// A method of the reference crate's `Block`, added here.
+trait Leaky {
+    fn leaky(&self, x: &Tensor) -> Tensor;
+}
+
+impl Leaky for Block {
     /// `selective` without `needs attn;`: the helper's read is hidden from
     /// the check by `#[remat(unchecked)]` (without it, this does not
     /// compile: see ui-tests/fail/bare_read.rs).
     #[checkpoint(name = [format!("layers.{}", self.index)])]
-    pub fn leaky(&self, x: &Tensor) -> Tensor {
+    fn leaky(&self, x: &Tensor) -> Tensor {
         let h = self.ln1.forward(x);
         remat! {
             let attn = save attention: self.attention.forward(&h);

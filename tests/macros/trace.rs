@@ -1,8 +1,8 @@
 //! Snapshots of the trace (`collect_trace`) of the macro model's forward:
 //! the `scope` of `loss`, and each block's regions under its policy.
 
-use crate::common::model::{batch, Model, SMALL};
-use crate::model::{loss, MacroPolicy};
+use remat_reference::model::{batch, Model, SMALL};
+use remat_reference::macros::{loss, MacroPolicy};
 use remat::collect_trace;
 
 fn trace(policy: MacroPolicy) -> String {

@@ -1,7 +1,7 @@
 //! What `Save` regions keep, through `memory_report`.
 
 use crate::common::assert_bitwise;
-use crate::common::model::{block_body, Model, ModelPolicy, SMALL};
+use remat_reference::model::{block_body, Model, ModelPolicy, SMALL};
 use remat::{
     checkpoint, memory_report, recompute_needs_tensor, region, storage_key, storage_nbytes,
     MemoryReport, Policy, StorageKey, TensorHooks,

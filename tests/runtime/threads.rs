@@ -1,5 +1,5 @@
 use crate::common::assert_bitwise;
-use crate::common::model::{Model, ModelPolicy, SMALL};
+use remat_reference::model::{Model, ModelPolicy, SMALL};
 use tch::Tensor;
 
 fn grads(model: &Model) -> Vec<Tensor> {

@@ -1,13 +1,17 @@
 //! The persist index: which storages belong to `Save` outputs, so that a
-//! consumer that replays can ask the producer to keep the value.
+//! consumer that replays can ask the producer to keep the value
+//! (semantics.md, "Who asks for a Save output to be kept").
+//!
+//! Invariant: entries hold the outputs weakly (an output nobody asks for is
+//! freed after the forward) and pin their storage's address, so a key never
+//! names another storage while the entry exists.
 
 use crate::bridge::{storage_key, StorageKey, WeakStorage, WeakTensor};
-use crate::checkpoint::CheckpointState;
-use crate::holder::lock;
+use crate::checkpointing::record::SaveRecord;
 use crate::io::RegionInputs;
-use crate::save_region::SaveRecord;
+use crate::sync::lock;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tch::Tensor;
 
 struct Entry {
@@ -54,16 +58,19 @@ impl PersistIndex {
 }
 
 /// Asks the producers of the tensors in `inputs` (those that are `Save`
-/// outputs of this checkpoint, or views of one) to keep them for replay.
-pub(crate) fn persist(state: &CheckpointState, inputs: &impl RegionInputs) -> crate::Result<()> {
+/// outputs in `index`, or views of one) to keep them for replay.
+pub(crate) fn persist(
+    index: &Mutex<PersistIndex>,
+    inputs: &impl RegionInputs,
+) -> crate::Result<()> {
     let found = {
-        let inner = lock(&state.inner);
+        let index = lock(index);
         // The common case, and the hot path: no Save output to look for.
-        if inner.persist.map.is_empty() {
+        if index.map.is_empty() {
             return Ok(());
         }
         let mut found = Vec::new();
-        inputs.visit_tensors(&mut |t| found.extend(inner.persist.lookup(t)));
+        inputs.visit_tensors(&mut |t| found.extend(index.lookup(t)));
         found
     };
     // Persisting may run the user's pack hook: not under the state's lock.

@@ -1,137 +1,32 @@
 //! `Save` regions: run once on the forward with their saves kept; skipped on
 //! replay, where their outputs are served (if a consumer asked) or stand in
 //! as placeholders.
+//!
+//! Invariant: on the forward the body runs under `SaveHooks`, which shadow
+//! the checkpoint's holders, so nothing it saves becomes a holder; on replay
+//! the body never runs.
 
 use crate::bridge::{
     graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder, storage_key,
-    storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec, StorageKey, WeakStorage,
+    storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec, WeakStorage,
 };
-use crate::checkpoint::CheckpointState;
+use crate::checkpointing::frame;
+use crate::checkpointing::nodes::non_leaf;
+use crate::checkpointing::record::{
+    save_name, KeptRow, OutputSpec, Recipe, RecordInner, SaveRecord, Slot,
+};
+use crate::checkpointing::saved_input::{classify, rebuild, InputInfo};
+use crate::checkpointing::state::CheckpointState;
 use crate::error::{Error, Result};
-use crate::frame;
-use crate::holder::lock;
+use crate::hooks::saved_tensors::SavedTensorsHooks;
+use crate::hooks::state::{restore_all, snapshot_all};
+use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::io::{input_tensors, RegionInputs, RegionOutput};
-use crate::nodes::non_leaf;
-use crate::report::{KeptStorage, RegionMemory};
-use crate::saved_hooks::{SavedTensorKind, SavedTensorsHooks, TensorHooks};
-use crate::saved_input::{classify, rebuild, InputInfo, ViewSpec};
-use crate::state_hooks::{restore_all, snapshot_all, Snapshots};
+use crate::sync::lock;
 use std::any::Any;
-use std::collections::HashSet;
 use std::panic::Location;
 use std::sync::{Arc, Mutex};
-use tch::Kind;
 use tch::Tensor;
-
-/// What the forward of one `Save` region recorded for its replay.
-pub(crate) struct SaveRecord {
-    /// The checkpoint's name and the region's: messages and reports show
-    /// `checkpoint::region`, formatted only when they need it.
-    checkpoint: Option<Arc<str>>,
-    name: String,
-    /// Where the region was called (the default annotation of reports).
-    pub location: &'static Location<'static>,
-    inner: Mutex<RecordInner>,
-}
-
-/// A save kept as is, for reports.
-struct KeptRow {
-    /// Index of the save (`saved.<i>`).
-    save: usize,
-    storage: WeakStorage,
-    nbytes: i64,
-    sizes: Vec<i64>,
-    kind: Kind,
-}
-
-struct OutputSpec {
-    spec: PlaceholderSpec,
-    requires_grad: bool,
-}
-
-/// A persisted output.
-enum Slot {
-    /// A detached alias and its version when kept.
-    Resident { value: Tensor, version: u32 },
-    /// Packed by the user's saved-tensor hooks (offloaded).
-    Packed {
-        hooks: TensorHooks,
-        payload: Payload,
-    },
-    /// An unpack that failed while serving under `retain_graph`.
-    Failed(String),
-}
-
-struct Recipe {
-    input: usize,
-    view: Option<ViewSpec>,
-    /// Index of the save (`saved.<i>`).
-    save: usize,
-}
-
-#[derive(Default)]
-struct RecordInner {
-    inputs: Vec<InputInfo>,
-    exit_snapshots: Snapshots,
-    outputs: Vec<Option<OutputSpec>>,
-    slots: Vec<Option<Slot>>,
-    recipes: Vec<Recipe>,
-    rebuilt: Vec<Option<Tensor>>,
-    identity_storages: HashSet<StorageKey>,
-    kept: Vec<KeptRow>,
-    offloaded: usize,
-    unnamed: usize,
-    /// The user's hooks at region entry, for persisted outputs, and the
-    /// context they captured at region exit.
-    output_hooks: Option<TensorHooks>,
-    output_context: Option<Arc<dyn Any + Send + Sync>>,
-}
-
-/// How reports and messages call the `i`-th save of a region.
-fn save_name(i: usize) -> String {
-    format!("saved.{i}")
-}
-
-impl SaveRecord {
-    /// `checkpoint::region`.
-    pub(crate) fn display(&self) -> String {
-        match &self.checkpoint {
-            Some(c) => format!("{c}::{}", self.name),
-            None => self.name.clone(),
-        }
-    }
-
-    fn error(&self, message: impl Into<String>) -> Error {
-        Error::Region {
-            region: self.display(),
-            message: message.into(),
-        }
-    }
-
-    /// Keeps output `slot` for replay (idempotent).
-    pub(crate) fn persist(&self, slot: usize, output: &Tensor) -> Result<()> {
-        let mut inner = lock(&self.inner);
-        if !matches!(inner.slots.get(slot), Some(None)) {
-            return Ok(());
-        }
-        let value = output.detach();
-        let kept = match inner.output_hooks.clone() {
-            Some(hooks) => {
-                let context = inner.output_context.clone();
-                let payload = hooks
-                    .pack(value, SavedTensorKind::SaveOutput, context)
-                    .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
-                Slot::Packed { hooks, payload }
-            }
-            None => {
-                let version = tensor_version(&value)?;
-                Slot::Resident { value, version }
-            }
-        };
-        inner.slots[slot] = Some(kept);
-        Ok(())
-    }
-}
 
 /// What a `Save` region's saves become.
 enum Saved {
@@ -249,11 +144,11 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     body: impl FnOnce(I) -> O,
 ) -> Result<O> {
     let infos = {
-        let inner = lock(&state.inner);
+        let persist = lock(&state.persist);
         input_tensors(&inputs)
             .iter()
             .enumerate()
-            .filter_map(|(i, t)| InputInfo::new(i, t, inner.persist.contains(t)))
+            .filter_map(|(i, t)| InputInfo::new(i, t, persist.contains(t)))
             .collect()
     };
     let output_hooks = frame::user_hooks();
@@ -309,10 +204,10 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
             .collect()
     };
     {
-        let mut inner = lock(&state.inner);
+        let mut persist = lock(&state.persist);
         for (i, t) in parts.iter().enumerate() {
             if let Some(t) = t {
-                inner.persist.register(&record, i, t);
+                persist.register(&record, i, t);
             }
         }
     }
@@ -462,66 +357,4 @@ pub(crate) fn reject_grad_leaves(
         }
     }
     Ok(())
-}
-
-impl SaveRecord {
-    /// What this region keeps now: its saves kept as is and its resident
-    /// persisted outputs, one entry per storage (billed whole).
-    pub(crate) fn memory(&self) -> RegionMemory {
-        let inner = lock(&self.inner);
-        let mut storages: Vec<(StorageKey, KeptStorage)> = Vec::new();
-        let mut add =
-            |key: StorageKey, name: String, bytes: i64, sizes: Vec<i64>, kind: Kind| match storages
-                .iter_mut()
-                .find(|(k, _)| *k == key)
-            {
-                Some((_, s)) => s.names.push(name),
-                None => storages.push((
-                    key,
-                    KeptStorage {
-                        names: vec![name],
-                        bytes,
-                        sizes,
-                        kind,
-                        annotation: None,
-                    },
-                )),
-            };
-        for row in &inner.kept {
-            if row.storage.is_alive() {
-                add(
-                    row.storage.key(),
-                    save_name(row.save),
-                    row.nbytes,
-                    row.sizes.clone(),
-                    row.kind,
-                );
-            }
-        }
-        let mut offloaded = inner.offloaded;
-        for (i, slot) in inner.slots.iter().enumerate() {
-            match slot {
-                Some(Slot::Resident { value, .. }) => {
-                    if let Some(key) = storage_key(value) {
-                        add(
-                            key,
-                            format!("output.{i}"),
-                            storage_nbytes(value),
-                            value.size(),
-                            value.kind(),
-                        );
-                    }
-                }
-                Some(Slot::Packed { .. }) => offloaded += 1,
-                _ => {}
-            }
-        }
-        RegionMemory {
-            region: self.display(),
-            location: format!("{}:{}", self.location.file(), self.location.line()),
-            storages,
-            rebuilt: inner.recipes.iter().map(|r| save_name(r.save)).collect(),
-            offloaded,
-        }
-    }
 }

@@ -1,50 +1,23 @@
-//! Regions: calls inside a checkpoint marked `Save` or `Recompute`.
+//! Regions: calls inside a checkpoint marked `Save` or `Recompute`, and
+//! `recompute_needs_tensor` for bare code.
+//!
+//! This file holds the rules of semantics.md's "Regions" that do not depend
+//! on the policy: names (non-empty, unique per phase), nesting, and dispatch
+//! by phase and policy; `save_region` holds what `Save` does.
 
-use crate::checkpoint::CheckpointState;
+use crate::checkpointing::frame::{self, Phase};
+use crate::checkpointing::persist::persist;
+use crate::checkpointing::policy::Policy;
+use crate::checkpointing::save_region::{self, reject_grad_leaves};
+use crate::checkpointing::state::CheckpointState;
+use crate::diagnostics::trace;
 use crate::error::{Error, Result};
-use crate::frame::{self, Phase};
-use crate::holder::lock;
 use crate::io::{RegionInputs, RegionOutput};
-use crate::persist::persist;
-use crate::save_region::{self, reject_grad_leaves};
+use crate::sync::lock;
 use std::borrow::Cow;
 use std::panic::Location;
 use std::sync::Arc;
 use tch::Tensor;
-
-/// What happens to a region on replay.
-///
-/// ```
-/// use remat_runtime::{checkpoint, region, Policy};
-/// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-/// use std::sync::Arc;
-///
-/// let (saved, recomputed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-/// let (s, r) = (saved.clone(), recomputed.clone());
-/// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
-/// let y = checkpoint("block").call(&x, move |x| {
-///     let h = region("exp", Policy::Save).call(&x, |x| {
-///         s.fetch_add(1, SeqCst);
-///         x.exp()
-///     });
-///     region("sin", Policy::Recompute).call(&h, |h| {
-///         r.fetch_add(1, SeqCst);
-///         h.sin()
-///     })
-/// });
-/// y.sum(tch::Kind::Float).backward();
-/// assert_eq!(saved.load(SeqCst), 1); // the forward only
-/// assert_eq!(recomputed.load(SeqCst), 2); // the forward and the replay
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Policy {
-    /// Runs only on the forward; what it saves for backward is kept, and on
-    /// replay its outputs are served instead of recomputed.
-    Save,
-    /// Runs on the forward and again on replay (the default of all code in a
-    /// checkpoint).
-    Recompute,
-}
 
 /// A region about to be called; see [`region`].
 ///
@@ -162,7 +135,7 @@ impl Region {
                 };
             }
             if f.phase == Phase::Forward {
-                crate::trace::record_region(&self.name, self.policy);
+                trace::record_region(&self.name, self.policy);
             }
             // A literal name is borrowed: no allocation on this path.
             if !f.claimed.insert(self.name.clone()) {
@@ -185,7 +158,7 @@ impl Region {
         };
         match (phase, self.policy) {
             (Phase::Forward, Policy::Recompute) => {
-                persist(&state, &inputs)?;
+                persist(&state.persist, &inputs)?;
                 let parts = body(inputs).into_parts();
                 reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
                 O::from_parts(parts)
@@ -224,7 +197,7 @@ pub fn recompute_needs_tensor(t: &Tensor) {
         _ => None,
     });
     if let Some(state) = state {
-        if let Err(e) = persist(&state, &t) {
+        if let Err(e) = persist(&state.persist, &t) {
             panic!("{e}");
         }
     }

@@ -1,7 +1,10 @@
 //! The trace: which regions (and scopes) a forward went through.
+//!
+//! Invariant: only the forward is recorded (replay is not), and a scope's
+//! guard closes exactly the scope it opened.
 
-use crate::frame::is_recomputing;
-use crate::region::Policy;
+use crate::checkpointing::frame::is_recomputing;
+use crate::checkpointing::policy::Policy;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;

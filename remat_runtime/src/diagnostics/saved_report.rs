@@ -1,28 +1,20 @@
 //! The whole-model report: what every live checkpoint keeps, plus (when
 //! tracked) what autograd saved outside checkpoints, each storage billed once.
+//!
+//! Invariant: the report holds checkpoints and saves only weakly; building it
+//! never keeps a graph alive.
 
 use crate::bridge::{storage_nbytes, HookPair, Payload, StorageKey, WeakStorage};
-use crate::checkpoint::CheckpointState;
-use crate::holder::lock;
-use crate::report::{human_bytes, RegionMemory};
-use crate::saved_hooks::SavedTensorsHooks;
+use crate::checkpointing::state::CheckpointState;
+use crate::diagnostics::format::{compact_names, human_bytes};
+use crate::diagnostics::memory_report::{region_memory, RegionMemory};
+use crate::hooks::saved_tensors::SavedTensorsHooks;
+use crate::sync::lock;
 use std::any::Any;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 use tch::Tensor;
-
-static LIVE: Mutex<Vec<Weak<CheckpointState>>> = Mutex::new(Vec::new());
-
-pub(crate) fn register(state: &Arc<CheckpointState>) {
-    let mut live = lock(&LIVE);
-    live.retain(|w| w.strong_count() > 0);
-    live.push(Arc::downgrade(state));
-}
-
-pub(crate) fn unregister(state: &CheckpointState) {
-    lock(&LIVE).retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), state));
-}
 
 /// Saves made outside checkpoints while [`track_saved_tensors`] ran.
 ///
@@ -231,38 +223,6 @@ impl SavedTensorsReport {
     }
 }
 
-/// `layer.0, layer.1, layer.2, layer.5` → `layer.0-2, layer.5`.
-pub(crate) fn compact_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut run: Option<(String, i64, i64)> = None;
-    let flush = |run: &mut Option<(String, i64, i64)>, parts: &mut Vec<String>| {
-        if let Some((p, a, b)) = run.take() {
-            parts.push(if a == b {
-                format!("{p}{a}")
-            } else {
-                format!("{p}{a}-{b}")
-            });
-        }
-    };
-    for name in names {
-        let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-        let (prefix, number) = name.split_at(name.len() - digits);
-        match (number.parse::<i64>(), &mut run) {
-            (Ok(n), Some((p, _, b))) if p == prefix && *b + 1 == n => *b = n,
-            (Ok(n), _) => {
-                flush(&mut run, &mut parts);
-                run = Some((prefix.to_string(), n, n));
-            }
-            (Err(_), _) => {
-                flush(&mut run, &mut parts);
-                parts.push(name.to_string());
-            }
-        }
-    }
-    flush(&mut run, &mut parts);
-    parts.join(", ")
-}
-
 /// What is saved for backward now: every live checkpoint's `Save` regions
 /// (each storage billed to the first that keeps it) plus, if given, the saves
 /// outside checkpoints noted by [`track_saved_tensors`].
@@ -280,11 +240,7 @@ pub(crate) fn compact_names<'a>(names: impl Iterator<Item = &'a str>) -> String 
 /// loss.backward();
 /// ```
 pub fn saved_tensors_report(outside: Option<&OutsideSaves>) -> SavedTensorsReport {
-    let states: Vec<Arc<CheckpointState>> = {
-        let mut live = lock(&LIVE);
-        live.retain(|w| w.strong_count() > 0);
-        live.iter().filter_map(Weak::upgrade).collect()
-    };
+    let states = CheckpointState::registered();
     let mut billed: HashSet<StorageKey> = HashSet::new();
     let checkpoints = states
         .iter()
@@ -293,7 +249,7 @@ pub fn saved_tensors_report(outside: Option<&OutsideSaves>) -> SavedTensorsRepor
             let regions = records
                 .iter()
                 .map(|r| {
-                    let mut m = r.memory();
+                    let mut m = region_memory(r);
                     m.storages.retain(|(k, _)| billed.insert(*k));
                     m
                 })
@@ -367,22 +323,5 @@ impl fmt::Display for SavedTensorsReport {
             )?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::compact_names;
-
-    #[test]
-    fn names_with_consecutive_numbers_become_ranges() {
-        let names = [
-            "layers.0", "layers.1", "layers.2", "layers.5", "head", "layers.6",
-        ];
-        assert_eq!(
-            compact_names(names.into_iter()),
-            "layers.0-2, layers.5, head, layers.6"
-        );
-        assert_eq!(compact_names(["a"].into_iter()), "a");
     }
 }

@@ -1,4 +1,8 @@
-//! State that replay must see as the forward saw it.
+//! State hooks: state that replay must see as the forward saw it (an RNG,
+//! a counter), snapshotted and restored around replay.
+//!
+//! Invariant: restores are absolute (a snapshot, never a delta), so a
+//! restore can be repeated and undone by restoring another snapshot.
 
 use crate::bridge::{rng_state, set_rng_state};
 use std::any::Any;

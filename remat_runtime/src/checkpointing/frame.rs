@@ -4,9 +4,12 @@
 //! whichever thread autograd runs it. Everything else a frame needs is
 //! reached through its `Arc<CheckpointState>`, never through thread-locals of
 //! the thread that ran the forward.
+//!
+//! Invariant: every push is undone by a guard's drop (also when unwinding),
+//! so after any checkpoint call, replay or failure the stack is as before.
 
-use crate::checkpoint::CheckpointState;
-use crate::saved_hooks::TensorHooks;
+use crate::checkpointing::state::CheckpointState;
+use crate::hooks::tensor_hooks::TensorHooks;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashSet;

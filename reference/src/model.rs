@@ -5,15 +5,22 @@
 use remat::{checkpoint, recompute_needs_tensor, region, Policy};
 use tch::{Device, Kind, Tensor};
 
-#[derive(Clone, Copy, Debug)]
+/// The sizes of the model (reference-model.md, "Sizes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// Model width.
     pub d: i64,
+    /// Attention heads.
     pub h: i64,
+    /// Sequence length.
     pub t: i64,
+    /// Batch size.
     pub b: i64,
+    /// Layers (blocks).
     pub l: i64,
 }
 
+/// D=64, H=4, T=32, B=2, L=2: tests and the demo.
 pub const SMALL: Config = Config {
     d: 64,
     h: 4,
@@ -21,6 +28,26 @@ pub const SMALL: Config = Config {
     b: 2,
     l: 2,
 };
+
+/// D=256, H=8, T=256, B=8, L=4.
+pub const MEDIUM: Config = Config {
+    d: 256,
+    h: 8,
+    t: 256,
+    b: 8,
+    l: 4,
+};
+
+/// The medium width at 32 layers: how memory grows with depth.
+pub const DEEP: Config = Config {
+    d: 256,
+    h: 8,
+    t: 256,
+    b: 8,
+    l: 32,
+};
+
+/// Byte-level vocabulary.
 pub const VOCAB: i64 = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,254 +1,27 @@
-//! Checkpoints: run a closure, drop what autograd saved inside it, and replay
-//! the closure in backward when the first of those tensors is needed.
+//! `checkpoint()`: the public builder and the forward of a checkpoint.
+//!
+//! The forward saves the inputs through a node (so replay reads them back
+//! from autograd), runs the closure with every save packed into an empty
+//! holder (`holder`), and passes the outputs through a boundary node whose
+//! backward starts the replay (`replay`).
+//!
+//! Invariant: whatever the forward pushes (hooks, frame) is popped by guards,
+//! also when the closure panics; with grad mode off the closure simply runs.
 
-use crate::bridge::{grad_enabled, grad_fn_saved, GradModeGuard};
+use crate::bridge::grad_enabled;
+use crate::checkpointing::determinism::Determinism;
+use crate::checkpointing::frame::{self, Phase};
+use crate::checkpointing::holder::ForwardHooks;
+use crate::checkpointing::nodes;
+use crate::checkpointing::state::{Body, CheckpointState, StateOptions};
 use crate::error::{catch_quietly, panic_message, Error, Result};
-use crate::frame::{self, Phase};
-use crate::holder::{lock, ForwardHooks, ForwardSave, Holder, ReplayHooks};
+use crate::hooks::saved_tensors::SavedTensorsHooks;
+use crate::hooks::state::{snapshot_all, RecomputeStateHook};
+use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::io::{CheckpointInputs, RegionOutput};
-use crate::nodes;
-use crate::persist::PersistIndex;
-use crate::save_region::SaveRecord;
-use crate::saved_hooks::{SavedTensorKind, SavedTensorsHooks, TensorHooks};
-use crate::state_hooks::{restore_all, snapshot_all, RecomputeStateHook, RestoreOnDrop, Snapshots};
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use tch::{Device, Kind, Tensor};
-
-/// How replay is checked against the forward.
-///
-/// ```
-/// use remat_runtime::{checkpoint, Determinism};
-/// let ckpt = checkpoint("block").determinism(Determinism::Metadata);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Determinism {
-    /// Only the number of saved tensors is checked.
-    #[default]
-    None,
-    /// Each refilled tensor must have the shape, dtype and device of the
-    /// original save.
-    Metadata,
-    /// Debugging mode: also keeps the original values (memory!) and requires
-    /// replay to reproduce them bit for bit.
-    Bitwise,
-}
-
-/// Shape, dtype and device of a saved tensor.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct TensorMeta {
-    sizes: Vec<i64>,
-    kind: Kind,
-    device: Device,
-}
-
-impl TensorMeta {
-    fn of(t: &Tensor) -> Self {
-        TensorMeta {
-            sizes: t.size(),
-            kind: t.kind(),
-            device: t.device(),
-        }
-    }
-}
-
-impl Determinism {
-    pub(crate) fn record(self, saves: &mut Vec<ForwardSave>, t: &Tensor) {
-        saves.push(match self {
-            Determinism::None => ForwardSave::Nothing,
-            Determinism::Metadata => ForwardSave::Meta(TensorMeta::of(t)),
-            Determinism::Bitwise => ForwardSave::Value(TensorMeta::of(t), t.copy()),
-        });
-    }
-
-    pub(crate) fn check(
-        self,
-        saves: &[ForwardSave],
-        index: usize,
-        t: &Tensor,
-    ) -> Result<(), String> {
-        let (meta, value) = match saves.get(index) {
-            Some(ForwardSave::Meta(m)) => (m, None),
-            Some(ForwardSave::Value(m, v)) => (m, Some(v)),
-            _ => return Ok(()),
-        };
-        let now = TensorMeta::of(t);
-        if &now != meta {
-            return Err(format!(
-                "saved tensor {index} differs between forward and replay: forward saved \
-                 {meta:?}, replay {now:?}; the closure must compute the same thing both times"
-            ));
-        }
-        if let Some(v) = value {
-            if !v.equal(t) {
-                return Err(format!(
-                    "saved tensor {index} ({:?}) has other values on replay than on the \
-                     forward (Determinism::Bitwise); something in the closure is not \
-                     deterministic (an RNG without a state hook?)",
-                    meta.sizes
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-type Body = Box<dyn FnMut(Vec<Option<Tensor>>) -> Vec<Option<Tensor>> + Send>;
-
-/// Everything one call of a checkpoint shares between its forward, the
-/// holders in its graph and its replays.
-pub(crate) struct CheckpointState {
-    pub name: Option<Arc<str>>,
-    pub determinism: Determinism,
-    pub state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
-    body: Mutex<Body>,
-    /// Output of the node that saved the inputs (None when grad was off).
-    input_saver: Mutex<Option<Tensor>>,
-    /// Which flat inputs were present (absent ones are not saved).
-    present: Vec<bool>,
-    /// Serialises replays of this checkpoint.
-    replay_lock: Mutex<()>,
-    pub inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-pub(crate) struct Inner {
-    pub holders: Vec<Weak<Holder>>,
-    pub forward_saves: Vec<ForwardSave>,
-    pub replay_count: usize,
-    pub replay_error: Option<String>,
-    replayed: HashSet<i64>,
-    pub records: HashMap<String, Arc<SaveRecord>>,
-    /// The same records in forward order.
-    pub order: Vec<Arc<SaveRecord>>,
-    pub persist: PersistIndex,
-    entry_snapshots: Snapshots,
-}
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// How many checkpoint calls still have state alive (their graph, or a
-/// replay, holds it). Diagnostics: a graph dropped without backward frees
-/// its checkpoints' state, so this returns to its earlier value.
-///
-/// ```
-/// assert_eq!(remat_runtime::live_checkpoints(), 0);
-/// ```
-pub fn live_checkpoints() -> usize {
-    LIVE.load(Ordering::SeqCst)
-}
-
-impl Drop for CheckpointState {
-    fn drop(&mut self) {
-        LIVE.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl CheckpointState {
-    pub(crate) fn display_name(&self) -> &str {
-        self.name.as_deref().unwrap_or("<unnamed>")
-    }
-
-    /// `checkpoint::region`, or the region alone in an unnamed checkpoint.
-    pub(crate) fn region_display(&self, region: &str) -> String {
-        match &self.name {
-            Some(n) => format!("{n}::{region}"),
-            None => region.to_string(),
-        }
-    }
-
-    fn error(&self, message: impl Into<String>) -> Error {
-        Error::Checkpoint {
-            checkpoint: self.display_name().to_string(),
-            message: message.into(),
-        }
-    }
-
-    /// Replays the closure once for backward `task`, filling the holders.
-    pub(crate) fn replay_if_needed(self: &Arc<Self>, task: i64) -> Result<()> {
-        let _serial = lock(&self.replay_lock);
-        if lock(&self.inner).replayed.contains(&task) {
-            return Ok(());
-        }
-        let inputs = self.saved_inputs()?;
-        // Its tape is being rebuilt: no longer a forward's saved state.
-        crate::saved_report::unregister(self);
-        {
-            let mut inner = lock(&self.inner);
-            inner.replay_count = 0;
-            inner.replay_error = None;
-        }
-        let outcome = {
-            let _hooks = SavedTensorsHooks::push(Some(Arc::new(ReplayHooks {
-                state: self.clone(),
-                task,
-            })));
-            let _grad = GradModeGuard::new(true);
-            let _frame = frame::push(self.clone(), Phase::Recompute, None);
-            let outer = RestoreOnDrop {
-                hooks: &self.state_hooks,
-                snapshots: snapshot_all(&self.state_hooks),
-            };
-            restore_all(&self.state_hooks, &lock(&self.inner).entry_snapshots);
-            // The forward holds the body while it runs: a backward through
-            // this checkpoint's own saves from inside its closure would wait
-            // for itself.
-            let mut body =
-                match self.body.try_lock() {
-                    Ok(body) => body,
-                    Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                    Err(std::sync::TryLockError::WouldBlock) => return Err(self.error(
-                        "backward reached this checkpoint's saved tensors while its closure was \
-                         still running (a backward inside the closure); compute that gradient \
-                         outside the checkpoint",
-                    )),
-                };
-            let outcome = catch_quietly(|| (body)(inputs));
-            drop(outer);
-            outcome
-        };
-        if let Err(payload) = outcome {
-            return Err(self.error(format!("replay failed: {}", panic_message(&*payload))));
-        }
-        let mut inner = lock(&self.inner);
-        if let Some(message) = inner.replay_error.take() {
-            return Err(self.error(message));
-        }
-        if inner.replay_count != inner.holders.len() {
-            return Err(self.error(format!(
-                "the forward saved {} tensors for backward but the replay saved {}; \
-                 forward and replay followed different code paths (the closure must do \
-                 the same work both times)",
-                inner.holders.len(),
-                inner.replay_count
-            )));
-        }
-        inner.replayed.insert(task);
-        Ok(())
-    }
-
-    fn saved_inputs(&self) -> Result<Vec<Option<Tensor>>> {
-        let saver = lock(&self.input_saver);
-        let saver = saver
-            .as_ref()
-            .ok_or_else(|| Error::Internal("replay of a checkpoint without saved inputs".into()))?;
-        let mut next = 0;
-        self.present
-            .iter()
-            .map(|&present| {
-                if !present {
-                    return Ok(None);
-                }
-                let t = grad_fn_saved(saver, next).map_err(|e| {
-                    self.error(format!("cannot read checkpoint input {next} back: {e}"))
-                })?;
-                next += 1;
-                Ok(Some(t))
-            })
-            .collect()
-    }
-}
+use crate::sync::lock;
+use std::sync::Arc;
+use tch::Tensor;
 
 /// Options of one checkpoint; run it with [`Checkpoint::call`].
 ///
@@ -458,18 +231,14 @@ impl Checkpoint {
                 .map(|t| t.map(|t| nodes::boundary(t).unwrap_or_else(|e| panic!("{e}"))))
                 .collect()
         });
-        LIVE.fetch_add(1, Ordering::SeqCst);
-        let state = Arc::new(CheckpointState {
+        let state = CheckpointState::new(StateOptions {
             name: self.name.map(Arc::from),
             determinism: self.determinism,
             state_hooks: self.state_hooks,
-            body: Mutex::new(erased),
-            input_saver: Mutex::new(Some(saver)),
+            body: erased,
+            input_saver: saver,
             present,
-            replay_lock: Mutex::new(()),
-            inner: Mutex::new(Inner::default()),
         });
-        crate::saved_report::register(&state);
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
             let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);

@@ -1,9 +1,14 @@
 //! Memory reports: what a checkpoint keeps for backward, per `Save` region.
+//!
+//! Invariant: every storage is billed whole and once per report, however
+//! many saves and outputs use it.
 
-use crate::bridge::StorageKey;
+use crate::bridge::{storage_key, storage_nbytes, StorageKey};
+use crate::checkpointing::frame::{self, Phase};
+use crate::checkpointing::record::{save_name, SaveRecord, Slot};
+use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
-use crate::frame::{self, Phase};
-use crate::holder::lock;
+use crate::sync::lock;
 use std::collections::HashSet;
 use std::fmt;
 use tch::Kind;
@@ -192,21 +197,6 @@ impl MemoryReport {
     }
 }
 
-/// `1536` → `1.50 KiB`.
-pub(crate) fn human_bytes(n: i64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.2} {}", UNITS[unit])
-}
-
 impl fmt::Display for MemoryReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -282,6 +272,66 @@ pub fn memory_report() -> Result<MemoryReport> {
     let records = lock(&state.inner).order.clone();
     Ok(MemoryReport {
         checkpoint: state.display_name().to_string(),
-        regions: records.iter().map(|r| r.memory()).collect(),
+        regions: records.iter().map(|r| region_memory(r)).collect(),
     })
+}
+
+/// What `record`'s region keeps now: its saves kept as is and its resident
+/// persisted outputs, one entry per storage (billed whole).
+pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
+    let inner = lock(&record.inner);
+    let mut storages: Vec<(StorageKey, KeptStorage)> = Vec::new();
+    let mut add =
+        |key: StorageKey, name: String, bytes: i64, sizes: Vec<i64>, kind: Kind| match storages
+            .iter_mut()
+            .find(|(k, _)| *k == key)
+        {
+            Some((_, s)) => s.names.push(name),
+            None => storages.push((
+                key,
+                KeptStorage {
+                    names: vec![name],
+                    bytes,
+                    sizes,
+                    kind,
+                    annotation: None,
+                },
+            )),
+        };
+    for row in &inner.kept {
+        if row.storage.is_alive() {
+            add(
+                row.storage.key(),
+                save_name(row.save),
+                row.nbytes,
+                row.sizes.clone(),
+                row.kind,
+            );
+        }
+    }
+    let mut offloaded = inner.offloaded;
+    for (i, slot) in inner.slots.iter().enumerate() {
+        match slot {
+            Some(Slot::Resident { value, .. }) => {
+                if let Some(key) = storage_key(value) {
+                    add(
+                        key,
+                        format!("output.{i}"),
+                        storage_nbytes(value),
+                        value.size(),
+                        value.kind(),
+                    );
+                }
+            }
+            Some(Slot::Packed { .. }) => offloaded += 1,
+            _ => {}
+        }
+    }
+    RegionMemory {
+        region: record.display(),
+        location: format!("{}:{}", record.location.file(), record.location.line()),
+        storages,
+        rebuilt: inner.recipes.iter().map(|r| save_name(r.save)).collect(),
+        offloaded,
+    }
 }

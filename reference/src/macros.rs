@@ -2,7 +2,7 @@
 //! macros: the same ATen ops in the same order as `tests/common/model.rs`,
 //! so that losses and gradients compare bitwise.
 
-use crate::common::model::{self as reference, Config, Model};
+use crate::model::{self as reference, Config, Model};
 use remat::{checkpoint, remat, Capture};
 use tch::Tensor;
 

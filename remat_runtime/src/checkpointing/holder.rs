@@ -1,0 +1,68 @@
+//! Holders: what autograd keeps, inside a checkpoint, instead of a saved
+//! tensor. The forward packs every save into an empty holder; unpacking one
+//! in backward replays the checkpoint (once per graph task), which fills
+//! every holder of the checkpoint in save order.
+//!
+//! Invariant: holder k is the k-th save of the forward; `Inner::holders[k]`
+//! points (weakly) at its slot, so a holder autograd released is not filled.
+
+use crate::bridge::{graph_task_id, HookPair, Payload};
+use crate::checkpointing::replay::replay_if_needed;
+use crate::checkpointing::state::{CheckpointState, HolderSlot};
+use crate::sync::lock;
+use std::any::Any;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use tch::Tensor;
+
+/// One saved tensor of the forward, as autograd keeps it.
+struct Holder {
+    state: Arc<CheckpointState>,
+    index: usize,
+    slot: Arc<HolderSlot>,
+}
+
+/// The id of the running backward, or a fresh one outside backward (so that
+/// every unpack there replays, as PyTorch does).
+pub(crate) fn current_task() -> i64 {
+    static OUTSIDE: AtomicI64 = AtomicI64::new(-1);
+    match graph_task_id() {
+        Some(id) => id as i64,
+        None => OUTSIDE.fetch_sub(1, Ordering::Relaxed),
+    }
+}
+
+/// The checkpoint's hook on the forward: every save becomes an empty holder.
+pub(crate) struct ForwardHooks(pub Arc<CheckpointState>);
+
+impl HookPair for ForwardHooks {
+    fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
+        let state = &self.0;
+        let mut inner = lock(&state.inner);
+        let index = inner.holders.len();
+        let slot = Arc::new(HolderSlot::default());
+        inner.holders.push(Arc::downgrade(&slot));
+        state.determinism.record(&mut inner.forward_saves, &tensor);
+        Ok(Box::new(Holder {
+            state: state.clone(),
+            index,
+            slot,
+        }))
+    }
+
+    fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
+        let holder = payload
+            .downcast_ref::<Holder>()
+            .ok_or("remat internal error: foreign payload in a checkpoint holder")?;
+        let task = current_task();
+        replay_if_needed(&holder.state, task).map_err(|e| e.to_string())?;
+        holder.slot.take(task).ok_or_else(|| {
+            format!(
+                "checkpoint `{}`: saved tensor {} was not refilled by the replay, or was \
+                 unpacked twice in one backward",
+                holder.state.display_name(),
+                holder.index
+            )
+        })
+    }
+}

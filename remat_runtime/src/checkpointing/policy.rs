@@ -1,0 +1,35 @@
+//! What a region does on replay.
+
+/// What happens to a region on replay.
+///
+/// ```
+/// use remat_runtime::{checkpoint, region, Policy};
+/// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+/// use std::sync::Arc;
+///
+/// let (saved, recomputed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+/// let (s, r) = (saved.clone(), recomputed.clone());
+/// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let y = checkpoint("block").call(&x, move |x| {
+///     let h = region("exp", Policy::Save).call(&x, |x| {
+///         s.fetch_add(1, SeqCst);
+///         x.exp()
+///     });
+///     region("sin", Policy::Recompute).call(&h, |h| {
+///         r.fetch_add(1, SeqCst);
+///         h.sin()
+///     })
+/// });
+/// y.sum(tch::Kind::Float).backward();
+/// assert_eq!(saved.load(SeqCst), 1); // the forward only
+/// assert_eq!(recomputed.load(SeqCst), 2); // the forward and the replay
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Runs only on the forward; what it saves for backward is kept, and on
+    /// replay its outputs are served instead of recomputed.
+    Save,
+    /// Runs on the forward and again on replay (the default of all code in a
+    /// checkpoint).
+    Recompute,
+}

@@ -1,0 +1,137 @@
+//! What the forward of one `Save` region records for its replay and its
+//! reports: how each of its saves is kept (as is, rebuilt from an input, or
+//! packed by the user's hooks), its outputs' metadata, and the outputs kept
+//! for replay.
+//!
+//! Invariant: `slots[i]` is `None` until a consumer asks for output `i`
+//! (or it is resident anyway); once filled it is only emptied by serving it
+//! on replay. Kept values are detached aliases: a record never holds a
+//! `grad_fn`, so it cannot keep its graph alive.
+
+use crate::bridge::{tensor_version, Payload, PlaceholderSpec, StorageKey, WeakStorage};
+use crate::checkpointing::saved_input::{InputInfo, ViewSpec};
+use crate::error::{Error, Result};
+use crate::hooks::state::Snapshots;
+use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
+use crate::sync::lock;
+use std::any::Any;
+use std::collections::HashSet;
+use std::panic::Location;
+use std::sync::{Arc, Mutex};
+use tch::{Kind, Tensor};
+
+/// What the forward of one `Save` region recorded.
+///
+/// ```text
+/// inputs  -> which saves are inputs (rebuilt on replay instead of kept)
+/// kept    -> saves kept as is, for reports
+/// slots   -> outputs kept for replay, filled when a consumer asks
+/// ```
+pub(crate) struct SaveRecord {
+    /// The checkpoint's name and the region's: messages and reports show
+    /// `checkpoint::region`, formatted only when they need it.
+    pub checkpoint: Option<Arc<str>>,
+    pub name: String,
+    /// Where the region was called (the default annotation of reports).
+    pub location: &'static Location<'static>,
+    pub inner: Mutex<RecordInner>,
+}
+
+/// A save kept as is, for reports.
+pub(crate) struct KeptRow {
+    /// Index of the save (`saved.<i>`).
+    pub save: usize,
+    pub storage: WeakStorage,
+    pub nbytes: i64,
+    pub sizes: Vec<i64>,
+    pub kind: Kind,
+}
+
+pub(crate) struct OutputSpec {
+    pub spec: PlaceholderSpec,
+    pub requires_grad: bool,
+}
+
+/// A persisted output.
+pub(crate) enum Slot {
+    /// A detached alias and its version when kept.
+    Resident { value: Tensor, version: u32 },
+    /// Packed by the user's saved-tensor hooks (offloaded).
+    Packed {
+        hooks: TensorHooks,
+        payload: Payload,
+    },
+    /// An unpack that failed while serving under `retain_graph`.
+    Failed(String),
+}
+
+pub(crate) struct Recipe {
+    pub input: usize,
+    pub view: Option<ViewSpec>,
+    /// Index of the save (`saved.<i>`).
+    pub save: usize,
+}
+
+#[derive(Default)]
+pub(crate) struct RecordInner {
+    pub inputs: Vec<InputInfo>,
+    pub exit_snapshots: Snapshots,
+    pub outputs: Vec<Option<OutputSpec>>,
+    pub slots: Vec<Option<Slot>>,
+    pub recipes: Vec<Recipe>,
+    pub rebuilt: Vec<Option<Tensor>>,
+    pub identity_storages: HashSet<StorageKey>,
+    pub kept: Vec<KeptRow>,
+    pub offloaded: usize,
+    pub unnamed: usize,
+    /// The user's hooks at region entry, for persisted outputs, and the
+    /// context they captured at region exit.
+    pub output_hooks: Option<TensorHooks>,
+    pub output_context: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+/// How reports and messages call the `i`-th save of a region.
+pub(crate) fn save_name(i: usize) -> String {
+    format!("saved.{i}")
+}
+
+impl SaveRecord {
+    /// `checkpoint::region`.
+    pub(crate) fn display(&self) -> String {
+        match &self.checkpoint {
+            Some(c) => format!("{c}::{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    pub(crate) fn error(&self, message: impl Into<String>) -> Error {
+        Error::Region {
+            region: self.display(),
+            message: message.into(),
+        }
+    }
+
+    /// Keeps output `slot` for replay (idempotent).
+    pub(crate) fn persist(&self, slot: usize, output: &Tensor) -> Result<()> {
+        let mut inner = lock(&self.inner);
+        if !matches!(inner.slots.get(slot), Some(None)) {
+            return Ok(());
+        }
+        let value = output.detach();
+        let kept = match inner.output_hooks.clone() {
+            Some(hooks) => {
+                let context = inner.output_context.clone();
+                let payload = hooks
+                    .pack(value, SavedTensorKind::SaveOutput, context)
+                    .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
+                Slot::Packed { hooks, payload }
+            }
+            None => {
+                let version = tensor_version(&value)?;
+                Slot::Resident { value, version }
+            }
+        };
+        inner.slots[slot] = Some(kept);
+        Ok(())
+    }
+}

@@ -1,0 +1,165 @@
+//! The state one checkpoint call shares between its forward, the holders in
+//! its graph and its replays.
+//!
+//! Invariants: the state holds no tensor with a `grad_fn` from inside the
+//! checkpoint (outputs are referenced weakly, kept values are detached), so
+//! no reference cycle keeps a graph alive: dropping the graph frees the
+//! state. Replay reaches it through the holder that backward unpacks, never
+//! through the forward thread's thread-locals. Everything here is data; the
+//! mechanism that uses it lives in the files above (`holder`, `replay`,
+//! `region`, `save_region`, `checkpoint`).
+
+use crate::checkpointing::determinism::{Determinism, ForwardSave};
+use crate::checkpointing::persist::PersistIndex;
+use crate::checkpointing::record::SaveRecord;
+use crate::error::Error;
+use crate::hooks::state::{RecomputeStateHook, Snapshots};
+use crate::sync::lock;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use tch::Tensor;
+
+/// The checkpoint's closure, type-erased over its inputs and outputs.
+pub(crate) type Body = Box<dyn FnMut(Vec<Option<Tensor>>) -> Vec<Option<Tensor>> + Send>;
+
+/// Everything one call of a checkpoint shares.
+pub(crate) struct CheckpointState {
+    pub name: Option<Arc<str>>,
+    pub determinism: Determinism,
+    pub state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
+    pub body: Mutex<Body>,
+    /// Output of the node that saved the inputs (None when grad was off).
+    pub input_saver: Mutex<Option<Tensor>>,
+    /// Which flat inputs were present (absent ones are not saved).
+    pub present: Vec<bool>,
+    /// Serialises replays of this checkpoint.
+    pub replay_lock: Mutex<()>,
+    /// `Save` outputs by storage (its own lock: persisting runs user hooks,
+    /// which must not run under `inner`'s).
+    pub persist: Mutex<PersistIndex>,
+    pub inner: Mutex<Inner>,
+}
+
+/// The mutable part of a [`CheckpointState`].
+#[derive(Default)]
+pub(crate) struct Inner {
+    /// One per save of the forward, in save order.
+    pub holders: Vec<Weak<HolderSlot>>,
+    pub forward_saves: Vec<ForwardSave>,
+    /// Saves made so far by the running replay.
+    pub replay_count: usize,
+    /// The first error a replay's hooks met (they cannot return it).
+    pub replay_error: Option<String>,
+    /// Graph tasks this checkpoint has replayed for.
+    pub replayed: HashSet<i64>,
+    pub records: HashMap<String, Arc<SaveRecord>>,
+    /// The same records in forward order.
+    pub order: Vec<Arc<SaveRecord>>,
+    pub entry_snapshots: Snapshots,
+}
+
+/// Where a replay puts the value of one forward save, per graph task (a
+/// retained graph replays once per backward).
+#[derive(Default)]
+pub(crate) struct HolderSlot {
+    values: Mutex<HashMap<i64, Option<Tensor>>>,
+}
+
+impl HolderSlot {
+    pub(crate) fn fill(&self, task: i64, value: Tensor) {
+        lock(&self.values).insert(task, Some(value));
+    }
+
+    /// The value replay put here for `task`, once.
+    pub(crate) fn take(&self, task: i64) -> Option<Tensor> {
+        lock(&self.values).remove(&task).flatten()
+    }
+}
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Live states, for the whole-model report (weak: the report never keeps a
+/// graph alive).
+static REGISTRY: Mutex<Vec<Weak<CheckpointState>>> = Mutex::new(Vec::new());
+
+/// How many checkpoint calls still have state alive (their graph, or a
+/// replay, holds it). Diagnostics: a graph dropped without backward frees
+/// its checkpoints' state, so this returns to its earlier value.
+///
+/// ```
+/// assert_eq!(remat_runtime::live_checkpoints(), 0);
+/// ```
+pub fn live_checkpoints() -> usize {
+    LIVE.load(Ordering::SeqCst)
+}
+
+/// What a new [`CheckpointState`] starts from.
+pub(crate) struct StateOptions {
+    pub name: Option<Arc<str>>,
+    pub determinism: Determinism,
+    pub state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
+    pub body: Body,
+    pub input_saver: Tensor,
+    pub present: Vec<bool>,
+}
+
+impl CheckpointState {
+    /// A live state, counted and registered for the reports.
+    pub(crate) fn new(options: StateOptions) -> Arc<Self> {
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        let state = Arc::new(CheckpointState {
+            name: options.name,
+            determinism: options.determinism,
+            state_hooks: options.state_hooks,
+            body: Mutex::new(options.body),
+            input_saver: Mutex::new(Some(options.input_saver)),
+            present: options.present,
+            replay_lock: Mutex::new(()),
+            persist: Mutex::new(PersistIndex::default()),
+            inner: Mutex::new(Inner::default()),
+        });
+        let mut registry = lock(&REGISTRY);
+        registry.retain(|w| w.strong_count() > 0);
+        registry.push(Arc::downgrade(&state));
+        state
+    }
+
+    /// Leaves the registry: its tape is being rebuilt by a replay, so it no
+    /// longer holds a forward's saved state.
+    pub(crate) fn unregister(&self) {
+        lock(&REGISTRY).retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), self));
+    }
+
+    /// Every registered state still alive, in creation order.
+    pub(crate) fn registered() -> Vec<Arc<CheckpointState>> {
+        let mut registry = lock(&REGISTRY);
+        registry.retain(|w| w.strong_count() > 0);
+        registry.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    pub(crate) fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or("<unnamed>")
+    }
+
+    /// `checkpoint::region`, or the region alone in an unnamed checkpoint.
+    pub(crate) fn region_display(&self, region: &str) -> String {
+        match &self.name {
+            Some(n) => format!("{n}::{region}"),
+            None => region.to_string(),
+        }
+    }
+
+    pub(crate) fn error(&self, message: impl Into<String>) -> Error {
+        Error::Checkpoint {
+            checkpoint: self.display_name().to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Drop for CheckpointState {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
