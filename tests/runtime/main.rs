@@ -6,4 +6,5 @@ mod common;
 mod behaviour;
 mod gradients;
 mod memory;
+mod options;
 mod threads;

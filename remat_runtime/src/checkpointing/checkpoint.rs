@@ -45,6 +45,23 @@ pub struct Checkpoint {
     determinism: Determinism,
     state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
     saved_tensors_hooks: Option<TensorHooks>,
+    enabled: bool,
+    /// `None`: the process-wide default (`REMAT_STRICT_REPLAY`).
+    strict: Option<bool>,
+}
+
+/// Whether strict replay is on for checkpoints that do not say: the
+/// environment variable `REMAT_STRICT_REPLAY` (`1`, `true`, `on`), read once.
+fn strict_by_default() -> bool {
+    static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STRICT.get_or_init(|| {
+        std::env::var("REMAT_STRICT_REPLAY").is_ok_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "on" | "yes"
+            )
+        })
+    })
 }
 
 /// A checkpoint named `name` (shown in errors and reports as the prefix of
@@ -60,10 +77,55 @@ pub fn checkpoint(name: impl Into<String>) -> Checkpoint {
         determinism: Determinism::None,
         state_hooks: Vec::new(),
         saved_tensors_hooks: None,
+        enabled: true,
+        strict: None,
     }
 }
 
 impl Checkpoint {
+    /// Whether this call checkpoints at all (default: yes). Disabled, `call`
+    /// runs the closure once, plainly: regions inside are plain calls,
+    /// nothing is recorded or replayed. One model body can so run with and
+    /// without checkpointing, chosen at run time.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, live_checkpoints};
+    /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let checkpointing = false; // e.g. from a command-line flag
+    /// let y = checkpoint("block").enabled(checkpointing).call(&x, |x| x.sin());
+    /// assert_eq!(live_checkpoints(), 0); // a plain call: no checkpoint state
+    /// y.sum(tch::Kind::Float).backward();
+    /// ```
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// Strict replay: on replay, every `Save` output that no consumer asked
+    /// for (no `recompute` region received it, no `recompute_needs_tensor`)
+    /// is a placeholder, even when autograd keeps the tensor anyway (an op
+    /// that saves its own output). A read that the compile-time check could
+    /// not see then fails every time, not only when autograd happened not to
+    /// keep the value. Meant for test suites; without this call the
+    /// environment variable `REMAT_STRICT_REPLAY=1` turns it on for the
+    /// whole process.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, Policy};
+    /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("block").strict_replay(true).call(&x, |x| {
+    ///     // `exp` saves its own output, so autograd keeps `h` anyway...
+    ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
+    ///     h.sin() // ...but this bare read did not ask for it
+    /// });
+    /// let err = y.sum(tch::Kind::Float).f_backward().unwrap_err();
+    /// assert!(err.to_string().contains("`block::exp.out` is a placeholder"));
+    /// ```
+    pub fn strict_replay(mut self, strict: bool) -> Self {
+        self.strict = Some(strict);
+        self
+    }
+
     /// How replay is checked against the forward (default: count only).
     ///
     /// With [`Determinism::Metadata`], a replay that saves a tensor of
@@ -210,7 +272,7 @@ impl Checkpoint {
         let owned =
             move |flat: Vec<Option<Tensor>>| I::rebuild(&mut lens.iter(), &mut flat.into_iter());
 
-        if !grad_enabled() {
+        if !self.enabled || !grad_enabled() {
             return Ok(body(owned(flat)));
         }
 
@@ -235,6 +297,7 @@ impl Checkpoint {
             name: self.name.map(Arc::from),
             determinism: self.determinism,
             state_hooks: self.state_hooks,
+            strict: self.strict.unwrap_or_else(strict_by_default),
             body: erased,
             input_saver: saver,
             present,

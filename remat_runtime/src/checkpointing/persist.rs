@@ -76,7 +76,7 @@ pub(crate) fn persist(
     // Persisting may run the user's pack hook: not under the state's lock.
     for (record, slot, output) in found {
         if let Some(output) = output {
-            record.persist(slot, &output)?;
+            record.persist(slot, &output, true)?;
         }
     }
     Ok(())

@@ -78,6 +78,10 @@ pub(crate) struct RecordInner {
     pub exit_snapshots: Snapshots,
     pub outputs: Vec<Option<OutputSpec>>,
     pub slots: Vec<Option<Slot>>,
+    /// Which outputs a consumer asked for (a `Recompute` region or
+    /// `recompute_needs_tensor`), as opposed to kept because they are
+    /// resident anyway. Strict replay serves only these.
+    pub requested: Vec<bool>,
     pub recipes: Vec<Recipe>,
     pub rebuilt: Vec<Option<Tensor>>,
     pub identity_storages: HashSet<StorageKey>,
@@ -111,9 +115,15 @@ impl SaveRecord {
         }
     }
 
-    /// Keeps output `slot` for replay (idempotent).
-    pub(crate) fn persist(&self, slot: usize, output: &Tensor) -> Result<()> {
+    /// Keeps output `slot` for replay (idempotent); `requested` says that a
+    /// consumer asked for it.
+    pub(crate) fn persist(&self, slot: usize, output: &Tensor, requested: bool) -> Result<()> {
         let mut inner = lock(&self.inner);
+        if requested {
+            if let Some(r) = inner.requested.get_mut(slot) {
+                *r = true;
+            }
+        }
         if !matches!(inner.slots.get(slot), Some(None)) {
             return Ok(());
         }

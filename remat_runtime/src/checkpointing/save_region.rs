@@ -191,6 +191,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
             })
             .collect();
         inner.slots = parts.iter().map(|_| None).collect();
+        inner.requested = vec![false; parts.len()];
         // An output sharing storage with a kept save is resident anyway.
         parts
             .iter()
@@ -213,7 +214,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     }
     for i in eager {
         if let Some(t) = &parts[i] {
-            record.persist(i, t)?;
+            record.persist(i, t, false)?;
         }
     }
     O::from_parts(parts)
@@ -266,6 +267,12 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
             continue;
         };
         let (spec, requires_grad) = (out.spec.clone(), out.requires_grad);
+        if state.strict && !inner.requested[i] {
+            // Kept only because it is resident anyway: strict replay does
+            // not serve it, so that a read nobody asked for fails here.
+            served.push(Some((i, spec, requires_grad, None)));
+            continue;
+        }
         let slot = if pop {
             inner.slots[i].take()
         } else {
@@ -310,7 +317,10 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
                 .unpack(&*payload)
                 .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
             Some(Slot::Failed(m)) => return Err(record.error(format!("unpacking output {i}: {m}"))),
-            None => placeholder(&spec, &placeholder_message(&record, i, n_outputs))?,
+            None => placeholder(
+                &spec,
+                &placeholder_message(&record, i, n_outputs, state.strict),
+            )?,
         };
         parts.push(Some(if requires_grad {
             non_leaf(&value)?
@@ -321,7 +331,7 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
     O::from_parts(parts)
 }
 
-fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize) -> String {
+fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize, strict: bool) -> String {
     let source = if n_outputs == 1 {
         format!("{}.out", record.display())
     } else {
@@ -332,8 +342,14 @@ fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize) -> St
          it and serves only the outputs that some replayed code asked to keep; code that \
          replays read this one's data without asking. Fix: call \
          `recompute_needs_tensor(&t)` on it right before the bare code that reads it (`needs \
-         t;` in `remat!`), or pass it to a `recompute` region, which asks automatically.",
-        region = record.display()
+         t;` in `remat!`), or pass it to a `recompute` region, which asks automatically.{strict}",
+        region = record.display(),
+        strict = if strict {
+            " (Strict replay is on: outputs are served only when asked for, even those \
+             autograd happens to keep.)"
+        } else {
+            ""
+        }
     )
 }
 

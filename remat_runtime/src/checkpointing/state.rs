@@ -28,6 +28,9 @@ pub(crate) struct CheckpointState {
     pub name: Option<Arc<str>>,
     pub determinism: Determinism,
     pub state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
+    /// Replay serves a placeholder for every `Save` output no consumer
+    /// asked for, even one autograd keeps anyway.
+    pub strict: bool,
     pub body: Mutex<Body>,
     /// Output of the node that saved the inputs (None when grad was off).
     pub input_saver: Mutex<Option<Tensor>>,
@@ -99,6 +102,7 @@ pub(crate) struct StateOptions {
     pub name: Option<Arc<str>>,
     pub determinism: Determinism,
     pub state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
+    pub strict: bool,
     pub body: Body,
     pub input_saver: Tensor,
     pub present: Vec<bool>,
@@ -112,6 +116,7 @@ impl CheckpointState {
             name: options.name,
             determinism: options.determinism,
             state_hooks: options.state_hooks,
+            strict: options.strict,
             body: Mutex::new(options.body),
             input_saver: Mutex::new(Some(options.input_saver)),
             present: options.present,
