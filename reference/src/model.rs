@@ -3,7 +3,7 @@
 //! fixes, under each checkpointing policy.
 
 use remat::{checkpoint, recompute_needs_tensor, region, Policy};
-use tch::{Device, Kind, Tensor};
+use tch::{nn, Device, Kind, Tensor};
 
 /// The sizes of the model (reference-model.md, "Sizes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +84,9 @@ pub struct Block {
 
 pub struct Model {
     pub cfg: Config,
+    /// Holds every parameter under its reference name (for `tch::nn`
+    /// optimizers and checkpoint files).
+    pub vs: nn::VarStore,
     pub tok_emb: Tensor,
     pub pos_emb: Tensor,
     pub blocks: Vec<Block>,
@@ -93,48 +96,76 @@ pub struct Model {
     pub head_b: Tensor,
 }
 
-fn normal(shape: &[i64]) -> Tensor {
-    (Tensor::randn(shape, (Kind::Float, Device::Cpu)) * 0.02).set_requires_grad(true)
+/// How a parameter starts (reference-model.md, "Initialisation").
+#[derive(Clone, Copy)]
+enum Init {
+    Normal,
+    Zeros,
+    Ones,
 }
-fn zeros(shape: &[i64]) -> Tensor {
-    Tensor::zeros(shape, (Kind::Float, Device::Cpu)).set_requires_grad(true)
-}
-fn ones(shape: &[i64]) -> Tensor {
-    Tensor::ones(shape, (Kind::Float, Device::Cpu)).set_requires_grad(true)
+
+impl Init {
+    fn tensor(self, shape: &[i64]) -> Tensor {
+        let opts = (Kind::Float, Device::Cpu);
+        match self {
+            Init::Normal => Tensor::randn(shape, opts) * 0.02,
+            Init::Zeros => Tensor::zeros(shape, opts),
+            Init::Ones => Tensor::ones(shape, opts),
+        }
+    }
 }
 
 impl Model {
+    /// A model with fresh parameters drawn after `tch::manual_seed(seed)`.
     pub fn new(cfg: Config, seed: i64) -> Model {
         tch::manual_seed(seed);
+        Model::build(cfg, Init::tensor)
+    }
+
+    /// The parameters, created by `make` in a new `VarStore` under their
+    /// reference names (`layers.0.ln1.weight`, ...), so that `tch::nn`
+    /// optimizers and checkpoint files see them.
+    fn build(cfg: Config, mut make: impl FnMut(Init, &[i64]) -> Tensor) -> Model {
+        let vs = nn::VarStore::new(Device::Cpu);
         let d = cfg.d;
+        let mut var = |path: &nn::Path, name: &str, init: Init, shape: &[i64]| {
+            path.var_copy(name, &make(init, shape))
+        };
+        let root = vs.root();
         let blocks = (0..cfg.l as usize)
-            .map(|index| Block {
-                index,
-                cfg,
-                ln1_w: ones(&[d]),
-                ln1_b: zeros(&[d]),
-                qkv_w: normal(&[3 * d, d]),
-                qkv_b: zeros(&[3 * d]),
-                proj_w: normal(&[d, d]),
-                proj_b: zeros(&[d]),
-                ln2_w: ones(&[d]),
-                ln2_b: zeros(&[d]),
-                fc1_w: normal(&[4 * d, d]),
-                fc1_b: zeros(&[4 * d]),
-                fc2_w: normal(&[d, 4 * d]),
-                fc2_b: zeros(&[d]),
+            .map(|index| {
+                let p = &root / "layers" / index;
+                let (ln1, attn, ln2, mlp) = (&p / "ln1", &p / "attn", &p / "ln2", &p / "mlp");
+                Block {
+                    index,
+                    cfg,
+                    ln1_w: var(&ln1, "weight", Init::Ones, &[d]),
+                    ln1_b: var(&ln1, "bias", Init::Zeros, &[d]),
+                    qkv_w: var(&(&attn / "qkv"), "weight", Init::Normal, &[3 * d, d]),
+                    qkv_b: var(&(&attn / "qkv"), "bias", Init::Zeros, &[3 * d]),
+                    proj_w: var(&(&attn / "proj"), "weight", Init::Normal, &[d, d]),
+                    proj_b: var(&(&attn / "proj"), "bias", Init::Zeros, &[d]),
+                    ln2_w: var(&ln2, "weight", Init::Ones, &[d]),
+                    ln2_b: var(&ln2, "bias", Init::Zeros, &[d]),
+                    fc1_w: var(&(&mlp / "fc1"), "weight", Init::Normal, &[4 * d, d]),
+                    fc1_b: var(&(&mlp / "fc1"), "bias", Init::Zeros, &[4 * d]),
+                    fc2_w: var(&(&mlp / "fc2"), "weight", Init::Normal, &[d, 4 * d]),
+                    fc2_b: var(&(&mlp / "fc2"), "bias", Init::Zeros, &[d]),
+                }
             })
             .collect();
-        Model {
+        let model = Model {
             cfg,
-            tok_emb: normal(&[VOCAB, d]),
-            pos_emb: normal(&[cfg.t, d]),
+            tok_emb: var(&root, "tok_emb", Init::Normal, &[VOCAB, d]),
+            pos_emb: var(&root, "pos_emb", Init::Normal, &[cfg.t, d]),
             blocks,
-            lnf_w: ones(&[d]),
-            lnf_b: zeros(&[d]),
-            head_w: normal(&[VOCAB, d]),
-            head_b: zeros(&[VOCAB]),
-        }
+            lnf_w: var(&(&root / "ln_f"), "weight", Init::Ones, &[d]),
+            lnf_b: var(&(&root / "ln_f"), "bias", Init::Zeros, &[d]),
+            head_w: var(&(&root / "head"), "weight", Init::Normal, &[VOCAB, d]),
+            head_b: var(&(&root / "head"), "bias", Init::Zeros, &[VOCAB]),
+            vs,
+        };
+        model
     }
 
     /// Every parameter with its reference name.
@@ -301,36 +332,11 @@ pub fn block_body(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
 impl Model {
     /// An independent model with the same parameter values.
     pub fn deep_copy(&self) -> Model {
-        let c = |t: &Tensor| t.detach().copy().set_requires_grad(true);
-        Model {
-            cfg: self.cfg,
-            tok_emb: c(&self.tok_emb),
-            pos_emb: c(&self.pos_emb),
-            blocks: self
-                .blocks
-                .iter()
-                .map(|b| Block {
-                    index: b.index,
-                    cfg: b.cfg,
-                    ln1_w: c(&b.ln1_w),
-                    ln1_b: c(&b.ln1_b),
-                    qkv_w: c(&b.qkv_w),
-                    qkv_b: c(&b.qkv_b),
-                    proj_w: c(&b.proj_w),
-                    proj_b: c(&b.proj_b),
-                    ln2_w: c(&b.ln2_w),
-                    ln2_b: c(&b.ln2_b),
-                    fc1_w: c(&b.fc1_w),
-                    fc1_b: c(&b.fc1_b),
-                    fc2_w: c(&b.fc2_w),
-                    fc2_b: c(&b.fc2_b),
-                })
-                .collect(),
-            lnf_w: c(&self.lnf_w),
-            lnf_b: c(&self.lnf_b),
-            head_w: c(&self.head_w),
-            head_b: c(&self.head_b),
-        }
+        let mut copy = Model::build(self.cfg, |_, shape| Init::Zeros.tensor(shape));
+        copy.vs
+            .copy(&self.vs)
+            .expect("the same variables under the same names");
+        copy
     }
 }
 
