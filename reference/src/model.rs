@@ -154,7 +154,7 @@ impl Model {
                 }
             })
             .collect();
-        let model = Model {
+        Model {
             cfg,
             tok_emb: var(&root, "tok_emb", Init::Normal, &[VOCAB, d]),
             pos_emb: var(&root, "pos_emb", Init::Normal, &[cfg.t, d]),
@@ -164,8 +164,7 @@ impl Model {
             head_w: var(&(&root / "head"), "weight", Init::Normal, &[VOCAB, d]),
             head_b: var(&(&root / "head"), "bias", Init::Zeros, &[VOCAB]),
             vs,
-        };
-        model
+        }
     }
 
     /// Every parameter with its reference name.
