@@ -53,19 +53,20 @@ impl Function for TanhGelu {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     tch::set_num_threads(1);
     println!(
         "remat demo (libtorch through tch; CUDA available: {})",
         tch::Cuda::is_available()
     );
-    policies();
+    policies()?;
     backstop();
-    bridge()
+    Ok(bridge()?)
 }
 
-/// The reference model under every policy.
-fn policies() {
+/// The reference model under every policy; an error if any gradient
+/// differs from the un-checkpointed model's.
+fn policies() -> Result<(), String> {
     let model = Model::new(SMALL, 0);
     let (tokens, targets) = batch(SMALL, 1);
     println!(
@@ -99,11 +100,12 @@ fn policies() {
             }
             Some(r) => {
                 let identical = r.iter().zip(&grads).all(|(a, b)| a.equal(b));
-                if identical {
-                    "bitwise identical".into()
-                } else {
-                    "DIFFERENT".into()
+                if !identical {
+                    return Err(format!(
+                        "the gradients under {policy:?} differ from those without checkpoints"
+                    ));
                 }
+                "bitwise identical".into()
             }
         };
         println!(
@@ -119,6 +121,7 @@ fn policies() {
     }
     let (_, trace) = collect_trace(|| model.loss(&tokens, &targets, ModelPolicy::Selective));
     println!("\n2. what the selective forward went through\n{trace}");
+    Ok(())
 }
 
 /// A bare read of a `Save` output that nobody asked to keep.

@@ -3,8 +3,8 @@
 
 mod common;
 
-use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 use remat::{saved_tensors_report, track_saved_tensors};
+use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 
 #[test]
 fn the_whole_model_report_groups_identical_blocks_and_bills_each_storage_once() {

@@ -32,8 +32,8 @@ use syn::{AttrStyle, Expr, FnArg, ItemFn, LitStr, Pat, Type};
 use crate::args::CheckpointArgs;
 use crate::ast::Name;
 use crate::attr;
-use crate::errors::push_error;
 use crate::check::{Checker, Mode};
+use crate::errors::push_error;
 use crate::expand::ExpandNested;
 
 /// How a parameter reaches the closure.

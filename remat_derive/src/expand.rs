@@ -23,9 +23,9 @@ use syn::{Expr, LitStr};
 
 use crate::ast::{self, Invocation, Name, PolicyKind, Region, Stmt};
 use crate::attr;
+use crate::check::{Checker, Mode};
 use crate::errors::push_error;
 use crate::parse;
-use crate::check::{Checker, Mode};
 
 /// The most arguments a region call may take (the runtime implements its
 /// inputs for tuples up to this arity).

@@ -15,7 +15,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::{token, Attribute, Expr, Ident, Lit, LitStr, Pat, Token};
 
 use crate::ast::{
-    compact, Call, Invocation, NeedsStmt, Name, Policy, PolicyKind, Region, RegionStmt, ScopeStmt,
+    compact, Call, Invocation, Name, NeedsStmt, Policy, PolicyKind, Region, RegionStmt, ScopeStmt,
     Stmt,
 };
 use crate::attr;

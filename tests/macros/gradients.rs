@@ -2,8 +2,8 @@
 //! model under the same policy, and of the model without checkpoints.
 
 use crate::common::assert_bitwise;
-use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 use remat_reference::macros::{loss, MacroPolicy};
+use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 use tch::Tensor;
 
 /// Runs forward and backward; returns the loss and every gradient by name.

@@ -2,9 +2,9 @@
 //! message whether the model was written with the macros or with the
 //! runtime API: the two layers agree.
 
-use remat_reference::model::{self as reference, batch, Model, SMALL};
-use remat_reference::macros::Block;
 use remat::{checkpoint, region, remat, Policy};
+use remat_reference::macros::Block;
+use remat_reference::model::{self as reference, batch, Model, SMALL};
 use tch::{Device, Kind, Tensor};
 
 /// A helper the check does not look into: it reads its argument's data.

@@ -1,9 +1,9 @@
 //! Snapshots of the trace (`collect_trace`) of the macro model's forward:
 //! the `scope` of `loss`, and each block's regions under its policy.
 
-use remat_reference::model::{batch, Model, SMALL};
-use remat_reference::macros::{loss, MacroPolicy};
 use remat::collect_trace;
+use remat_reference::macros::{loss, MacroPolicy};
+use remat_reference::model::{batch, Model, SMALL};
 
 fn trace(policy: MacroPolicy) -> String {
     let model = Model::new(SMALL, 1);

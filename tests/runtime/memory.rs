@@ -1,11 +1,11 @@
 //! What `Save` regions keep, through `memory_report`.
 
 use crate::common::assert_bitwise;
-use remat_reference::model::{block_body, Model, ModelPolicy, SMALL};
 use remat::{
     checkpoint, memory_report, recompute_needs_tensor, region, storage_key, storage_nbytes,
     MemoryReport, Policy, StorageKey, TensorHooks,
 };
+use remat_reference::model::{block_body, Model, ModelPolicy, SMALL};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tch::{Device, Kind, Tensor};

@@ -177,35 +177,98 @@ fn cargo() -> Command {
     cmd
 }
 
-fn test() -> Result<()> {
-    let steps: Vec<(&str, Vec<&str>)> = vec![
-        (
-            "unit, integration and UI tests",
-            vec!["test", "--workspace", "--all-targets"],
-        ),
-        ("doc tests", vec!["test", "--workspace", "--doc"]),
-        (
-            "the `cuda` feature links and runs",
-            vec!["run", "--features", "cuda", "--example", "demo"],
-        ),
-        ("formatting", vec!["fmt", "--all", "--", "--check"]),
-        (
+/// One step of `cargo xtask test`: what it checks, the cargo arguments, and
+/// environment variables for it.
+struct Step {
+    what: &'static str,
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+const TEST_STEPS: &[Step] = &[
+    Step {
+        what: "unit, integration and UI tests",
+        args: &["test", "--workspace", "--all-targets"],
+        env: &[],
+    },
+    Step {
+        what: "doc tests",
+        args: &["test", "--workspace", "--doc"],
+        env: &[],
+    },
+    Step {
+        // Strict replay serves a placeholder for every `save` output nobody
+        // asked for, so a missing `needs` fails even where autograd happens
+        // to keep the value.
+        what: "the macro tests under strict replay",
+        args: &["test", "--test", "macros"],
+        env: &[("REMAT_STRICT_REPLAY", "1")],
+    },
+    Step {
+        // Links libtorch_cuda: the runtime's tests must pass with it too
+        // (on a GPU machine they then see CUDA devices).
+        what: "the runtime tests with the `cuda` feature",
+        args: &[
+            "test",
+            "--features",
+            "cuda",
+            "--test",
+            "runtime",
+            "--test",
+            "bridge",
+        ],
+        env: &[],
+    },
+    Step {
+        what: "the demo with the `cuda` feature",
+        args: &["run", "--features", "cuda", "--example", "demo"],
+        env: &[],
+    },
+    Step {
+        what: "formatting",
+        args: &["fmt", "--all", "--", "--check"],
+        env: &[],
+    },
+    Step {
+        what: "clippy",
+        args: &[
             "clippy",
-            vec![
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
-    ];
-    for (what, args) in &steps {
-        eprintln!("xtask test: {what}: cargo {}", args.join(" "));
-        run(cargo().args(args))?;
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        env: &[],
+    },
+    Step {
+        what: "clippy with the `cuda` feature",
+        args: &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--features",
+            "cuda",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        env: &[],
+    },
+];
+
+fn test() -> Result<()> {
+    for step in TEST_STEPS {
+        let env: Vec<String> = step.env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        eprintln!(
+            "xtask test: {}: {}cargo {}",
+            step.what,
+            env.concat(),
+            step.args.join(" ")
+        );
+        run(cargo().args(step.args).envs(step.env.iter().copied()))?;
     }
-    eprintln!("xtask test: all {} steps passed", steps.len());
+    eprintln!("xtask test: all {} steps passed", TEST_STEPS.len());
     Ok(())
 }
 
