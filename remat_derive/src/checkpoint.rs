@@ -32,8 +32,9 @@ use syn::{AttrStyle, Expr, FnArg, ItemFn, LitStr, Pat, Type};
 use crate::args::CheckpointArgs;
 use crate::ast::Name;
 use crate::attr;
+use crate::check::lower::Mode;
+use crate::check::Checker;
 use crate::errors::push_error;
-use crate::check::{Checker, Mode};
 use crate::expand::ExpandNested;
 
 /// How a parameter reaches the closure.
