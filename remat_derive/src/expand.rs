@@ -34,6 +34,9 @@ const MAX_ARGS: usize = 12;
 
 /// Entry point of `remat!`.
 pub(crate) fn remat(input: TokenStream) -> TokenStream {
+    if let Some(error) = crate::nesting::check(&input) {
+        return error.to_compile_error();
+    }
     let (invocation, mut errors) = parse::parse_invocation(input);
     let mut expander = Expander::default();
     match &invocation {
@@ -285,6 +288,9 @@ impl VisitMut for ExpandNested {
                         }
                     }
                     for mut stmt in stmts {
+                        // `#[cfg(..)] remat! { .. }`: every statement it
+                        // expands to keeps the attributes.
+                        attr::add_attrs(&mut stmt, &mac.attrs);
                         // Bare code inside may hold further `remat!`s.
                         self.visit_stmt_mut(&mut stmt);
                         out.push(stmt);

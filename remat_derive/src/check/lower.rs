@@ -737,7 +737,7 @@ impl Lower {
         names.sort();
         names
             .into_iter()
-            .find(|candidate| edit_distance(candidate, name) <= 1)
+            .find(|candidate| name.len() > 2 && edit_distance(candidate, name) <= 1)
             .cloned()
     }
 
@@ -818,14 +818,16 @@ impl Lower {
                 {
                     // A closure bound to a local: its regions run again.
                     let sites = self.closure_sites.get(&id).cloned().unwrap_or_default();
-                    let result = self.call_args(call.args.iter());
+                    let args = self.call_args(call.args.iter());
                     for site in &sites {
                         self.emit(Node::Def(*site));
                     }
-                    return Operand::Union(vec![
-                        result,
-                        Operand::Refresh(Box::new(Operand::Place(id, Vec::new())), sites),
-                    ]);
+                    let result = Operand::Refresh(Box::new(Operand::Place(id, Vec::new())), sites);
+                    return if self.closure_sites.contains_key(&id) {
+                        result
+                    } else {
+                        Operand::Union(vec![args, result])
+                    };
                 }
                 if !matches!(&*call.func, Expr::Path(_)) {
                     self.read_expr(&call.func);
@@ -1287,6 +1289,22 @@ impl Lower {
             }
             return Operand::Other;
         }
+        // A `remat!` inside another macro's input: only the standard macros
+        // are known to evaluate their arguments as written.
+        if !is_std_macro(&name) && contains_remat(&mac.tokens) {
+            if self.unchecked == 0 {
+                self.error(report::hidden_remat(&at, &name));
+            }
+            if statement {
+                self.opaque_macro = true;
+            }
+            return Operand::Other;
+        }
+        // A macro statement may bind names (hygiene permitting) the check
+        // does not see.
+        if statement && !is_std_macro(&name) {
+            self.opaque_macro = true;
+        }
         let parsed = mac.parse_body_with(Punctuated::<Expr, Token![,]>::parse_terminated);
         match parsed {
             Ok(args) if name == "vec" => Operand::Parts(
@@ -1385,6 +1403,33 @@ impl Lower {
             );
         }
     }
+}
+
+/// Macros of `std` whose arguments are expressions evaluated in place.
+fn is_std_macro(name: &str) -> bool {
+    matches!(
+        name,
+        "println"
+            | "print"
+            | "eprintln"
+            | "eprint"
+            | "format"
+            | "format_args"
+            | "write"
+            | "writeln"
+            | "panic"
+            | "assert"
+            | "assert_eq"
+            | "assert_ne"
+            | "debug_assert"
+            | "debug_assert_eq"
+            | "debug_assert_ne"
+            | "dbg"
+            | "vec"
+            | "todo"
+            | "unimplemented"
+            | "unreachable"
+    )
 }
 
 fn is_compound(op: &syn::BinOp) -> bool {

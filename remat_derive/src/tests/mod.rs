@@ -4,6 +4,7 @@ mod check;
 mod expand;
 mod fuzz;
 mod parse;
+mod soundness;
 
 use proc_macro2::{TokenStream, TokenTree};
 
