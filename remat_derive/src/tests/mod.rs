@@ -3,6 +3,7 @@
 mod check;
 mod expand;
 mod fuzz;
+mod oracle;
 mod parse;
 mod soundness;
 
