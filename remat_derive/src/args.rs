@@ -4,6 +4,7 @@
 //! #[checkpoint]
 //! #[checkpoint(name = "layers.0")]
 //! #[checkpoint(name = [expr], state_hooks = [expr, ...], determinism = Metadata)]
+//! #[checkpoint(enabled = self.checkpointing, strict = cfg!(test))]
 //! ```
 
 use syn::parse::{Parse, ParseStream};
@@ -18,10 +19,15 @@ pub(crate) struct CheckpointArgs {
     pub state_hooks: Vec<Expr>,
     /// `None`, `Metadata` or `Bitwise`.
     pub determinism: Option<Ident>,
+    /// `enabled = EXPR` (a `bool`): off runs the body as a plain call.
+    pub enabled: Option<Expr>,
+    /// `strict = EXPR` (a `bool`): `Checkpoint::strict_replay`.
+    pub strict: Option<Expr>,
 }
 
 const OPTIONS: &str = "expected `name = \"...\"`, `name = [expr]`, \
-    `state_hooks = [expr, ...]` or `determinism = None|Metadata|Bitwise`";
+    `state_hooks = [expr, ...]`, `determinism = None|Metadata|Bitwise`, `enabled = EXPR` \
+    or `strict = EXPR`";
 
 impl Parse for CheckpointArgs {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -54,6 +60,8 @@ impl Parse for CheckpointArgs {
                         .into_iter()
                         .collect();
                 }
+                "enabled" => args.enabled = Some(input.parse()?),
+                "strict" => args.strict = Some(input.parse()?),
                 "determinism" => {
                     let value: Ident = input.parse().map_err(|e| {
                         syn::Error::new(e.span(), "expected `None`, `Metadata` or `Bitwise`")

@@ -36,6 +36,8 @@ pub(crate) struct RegionStmt {
 /// `POLICY [NAME ':'] CALL`
 pub(crate) struct Region {
     pub policy: Policy,
+    /// `region [EXPR] ...`: the policy, a `remat::Policy` chosen at run time.
+    pub policy_expr: Option<Box<Expr>>,
     pub name: Name,
     pub call: Call,
 }
@@ -44,6 +46,8 @@ pub(crate) struct Region {
 pub(crate) enum PolicyKind {
     Save,
     Recompute,
+    /// `region [EXPR]`: `Save` or `Recompute`, chosen when the region runs.
+    Dynamic,
 }
 
 #[derive(Clone, Copy)]
@@ -59,6 +63,7 @@ impl Policy {
         match self.kind {
             PolicyKind::Save => "save",
             PolicyKind::Recompute => "recompute",
+            PolicyKind::Dynamic => "region",
         }
     }
 }

@@ -112,6 +112,22 @@ fn expr_attrs(expr: &Expr) -> &[Attribute] {
         TryBlock Tuple Unary Unsafe While Yield)
 }
 
+/// Puts `attrs` (e.g. the `#[cfg]` of a `remat!` statement) on a generated
+/// statement.
+pub(crate) fn add_attrs(stmt: &mut syn::Stmt, attrs: &[Attribute]) {
+    let target = match stmt {
+        syn::Stmt::Local(local) => Some(&mut local.attrs),
+        syn::Stmt::Macro(mac) => Some(&mut mac.attrs),
+        syn::Stmt::Expr(expr, _) => expr_attrs_mut(expr),
+        syn::Stmt::Item(_) => None,
+    };
+    if let Some(target) = target {
+        let mut all = attrs.to_vec();
+        all.append(target);
+        *target = all;
+    }
+}
+
 /// Removes every `#[remat(...)]` attribute from statements (at any depth,
 /// outside nested items).
 pub(crate) struct Strip;

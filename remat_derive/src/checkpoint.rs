@@ -32,7 +32,8 @@ use syn::{AttrStyle, Expr, FnArg, ItemFn, LitStr, Pat, Type};
 use crate::args::CheckpointArgs;
 use crate::ast::Name;
 use crate::attr;
-use crate::check::{Checker, Mode};
+use crate::check::lower::Mode;
+use crate::check::Checker;
 use crate::errors::push_error;
 use crate::expand::ExpandNested;
 
@@ -54,6 +55,11 @@ enum Kind {
 
 /// Entry point of `#[checkpoint]`.
 pub(crate) fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
+    if let Some(error) = crate::nesting::check(&args).or_else(|| crate::nesting::check(&item)) {
+        // The function is left as written: rustc parses deep code itself.
+        let error = error.to_compile_error();
+        return quote!(#error #item);
+    }
     let mut errors = None;
     let args = syn::parse2::<CheckpointArgs>(args).unwrap_or_else(|error| {
         push_error(&mut errors, error);
@@ -171,11 +177,17 @@ impl Expand {
                             .to_tokens(&mut captures);
                         quote!(let #this = &#cap;).to_tokens(&mut rebinds);
                     } else {
+                        // One use of the trait (through a function
+                        // pointer), so that a type that cannot be captured
+                        // is one error, not two.
                         let mutability = owned_mut.then(|| quote!(mut));
-                        quote_spanned!(span=> let #cap = ::remat::Capture::capture(&self);)
-                            .to_tokens(&mut captures);
-                        quote!(let #mutability #this = ::remat::Capture::capture(&#cap);)
-                            .to_tokens(&mut rebinds);
+                        let func = Ident::new("__remat_capfn_self", Span::mixed_site());
+                        quote_spanned!(span=>
+                            let #func: fn(&Self) -> Self = <Self as ::remat::Capture>::capture;
+                            let #cap = #func(&self);
+                        )
+                        .to_tokens(&mut captures);
+                        quote!(let #mutability #this = #func(&#cap);).to_tokens(&mut rebinds);
                     }
                     receiver = Some(());
                 }
@@ -234,11 +246,22 @@ impl Expand {
                                 quote_spanned!(ty_span=> let #cap = ::remat::Capture::capture(#outer);)
                                     .to_tokens(&mut captures);
                                 quote!(let #inner = &#cap;).to_tokens(&mut rebinds);
-                            } else {
+                            } else if has_impl_trait(&typed.ty) {
                                 quote_spanned!(ty_span=> let #cap = ::remat::Capture::capture(&#outer);)
                                     .to_tokens(&mut captures);
                                 quote!(let #inner = ::remat::Capture::capture(&#cap);)
                                     .to_tokens(&mut rebinds);
+                            } else {
+                                // One use of the trait (see `self` above).
+                                let ty = &typed.ty;
+                                let func =
+                                    format_ident!("__remat_capfn{}", i, span = Span::mixed_site());
+                                quote_spanned!(ty_span=>
+                                    let #func: fn(&#ty) -> #ty = <#ty as ::remat::Capture>::capture;
+                                    let #cap = #func(&#outer);
+                                )
+                                .to_tokens(&mut captures);
+                                quote!(let #inner = #func(&#cap);).to_tokens(&mut rebinds);
                             }
                         }
                     }
@@ -267,10 +290,12 @@ impl Expand {
             };
             return (Some(out), self.errors);
         }
+        attr::Strip.visit_block_mut(&mut block);
+        // The body as written (remat! expanded), for `enabled = false`.
+        let plain = self.args.enabled.is_some().then(|| block.clone());
         if receiver.is_some() {
             RenameSelf.visit_block_mut(&mut block);
         }
-        attr::Strip.visit_block_mut(&mut block);
         let stmts = &block.stmts;
 
         let name = match &self.args.name {
@@ -296,13 +321,33 @@ impl Expand {
             syn::ReturnType::Type(arrow, ty) if !has_impl_trait(ty) => quote!(#arrow #ty),
             _ => TokenStream::new(),
         };
-        let body = quote! {
+        let strict = self
+            .args
+            .strict
+            .as_ref()
+            .map(|s| quote!(.strict_replay(#s)));
+        let call = quote! {
             #captures
-            ::remat::checkpoint(#name) #determinism #(#hooks)*
+            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict
                 .call((#(#inputs,)*), move |(#(#closure_params,)*)| #ret {
                     #rebinds
                     #(#stmts)*
                 })
+        };
+        // `enabled = EXPR`: off runs the body as written (its regions run
+        // plainly outside a checkpoint), at the cost of one branch.
+        let body = match (&self.args.enabled, plain) {
+            (Some(enabled), Some(plain)) => {
+                let plain = &plain.stmts;
+                quote! {
+                    if #enabled {
+                        #call
+                    } else {
+                        #(#plain)*
+                    }
+                }
+            }
+            _ => call,
         };
         let out = Output {
             attrs,

@@ -23,7 +23,8 @@ use syn::{Expr, LitStr};
 
 use crate::ast::{self, Invocation, Name, PolicyKind, Region, Stmt};
 use crate::attr;
-use crate::check::{Checker, Mode};
+use crate::check::lower::Mode;
+use crate::check::Checker;
 use crate::errors::push_error;
 use crate::parse;
 
@@ -33,6 +34,9 @@ const MAX_ARGS: usize = 12;
 
 /// Entry point of `remat!`.
 pub(crate) fn remat(input: TokenStream) -> TokenStream {
+    if let Some(error) = crate::nesting::check(&input) {
+        return error.to_compile_error();
+    }
     let (invocation, mut errors) = parse::parse_invocation(input);
     let mut expander = Expander::default();
     match &invocation {
@@ -151,7 +155,7 @@ impl Expander {
         let locals: Vec<syn::Ident> = (0..args.len())
             .map(|i| format_ident!("__remat_a{}", i, span = Span::mixed_site()))
             .collect();
-        let lets = quote!(#(let #locals = #args;)*);
+        let mut lets = quote!(#(let #locals = #args;)*);
         let body = region.call.with_args(locals.iter().map(|local| {
             Expr::Path(syn::ExprPath {
                 attrs: Vec::new(),
@@ -163,6 +167,17 @@ impl Expander {
         let policy = match region.policy.kind {
             PolicyKind::Save => quote_spanned!(span=> ::remat::Policy::Save),
             PolicyKind::Recompute => quote_spanned!(span=> ::remat::Policy::Recompute),
+            PolicyKind::Dynamic => {
+                // Evaluated before the arguments' region runs, once per run
+                // of the body; typed here so that a wrong type is reported
+                // at the expression.
+                let local = syn::Ident::new("__remat_policy", Span::mixed_site());
+                let expr = region.policy_expr.as_deref();
+                let expr_span = expr.map_or(span, syn::spanned::Spanned::span);
+                quote_spanned!(expr_span=> let #local: ::remat::Policy = #expr;)
+                    .to_tokens(&mut lets);
+                quote!(#local)
+            }
         };
         // Spanned at the policy keyword: `region` is `#[track_caller]` and
         // records the user's line.
@@ -273,6 +288,9 @@ impl VisitMut for ExpandNested {
                         }
                     }
                     for mut stmt in stmts {
+                        // `#[cfg(..)] remat! { .. }`: every statement it
+                        // expands to keeps the attributes.
+                        attr::add_attrs(&mut stmt, &mac.attrs);
                         // Bare code inside may hold further `remat!`s.
                         self.visit_stmt_mut(&mut stmt);
                         out.push(stmt);

@@ -19,6 +19,7 @@ mod checkpoint;
 mod errors;
 mod expand;
 mod names;
+mod nesting;
 mod parse;
 
 #[cfg(test)]

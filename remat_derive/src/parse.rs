@@ -228,18 +228,29 @@ fn policy_at(cursor: Cursor) -> Option<Policy> {
         PolicyKind::Save
     } else if ident == "recompute" {
         PolicyKind::Recompute
+    } else if ident == "region" {
+        // `region [EXPR] ...`: the policy group, then the rest of a region.
+        let (_, _, after) = rest.group(Delimiter::Bracket)?;
+        return starts_region(after).then_some(Policy {
+            kind: PolicyKind::Dynamic,
+            span: ident.span(),
+        });
     } else {
         return None;
     };
-    let starts_region = operand_ident(rest)
-        || rest.literal().is_some()
-        || rest
-            .group(Delimiter::Bracket)
-            .is_some_and(|(_, _, after)| single_colon(after) || operand_ident(after));
-    starts_region.then_some(Policy {
+    starts_region(rest).then_some(Policy {
         kind,
         span: ident.span(),
     })
+}
+
+/// What follows a policy: a name and `:`, or a call.
+fn starts_region(rest: Cursor) -> bool {
+    operand_ident(rest)
+        || rest.literal().is_some()
+        || rest
+            .group(Delimiter::Bracket)
+            .is_some_and(|(_, _, after)| single_colon(after) || operand_ident(after))
 }
 
 /// An identifier that can start an operand (not `as`, `else`, `in`, which
@@ -279,7 +290,7 @@ fn parse_let_head(input: ParseStream) -> syn::Result<Pat> {
     Ok(pat)
 }
 
-const REGION_FORM: &str = "`save NAME: CALL` or `recompute NAME: CALL`, \
+pub(crate) const REGION_FORM: &str = "`save NAME: CALL` or `recompute NAME: CALL`, \
     e.g. `let attn = save attention: self.attention.forward(&h);`";
 
 /// `POLICY [NAME ':'] CALL`
@@ -287,6 +298,19 @@ fn parse_region(input: ParseStream) -> syn::Result<Region> {
     let policy = policy_at(input.cursor())
         .ok_or_else(|| input.error(format!("expected a region: {REGION_FORM}")))?;
     input.call(Ident::parse_any)?;
+    let policy_expr = if policy.kind == PolicyKind::Dynamic {
+        let content;
+        syn::bracketed!(content in input);
+        let expr: Expr = content.parse()?;
+        if !content.is_empty() {
+            return Err(content.error(
+                "expected one expression giving the policy inside `[...]`: `region [EXPR] NAME: CALL`",
+            ));
+        }
+        Some(Box::new(expr))
+    } else {
+        None
+    };
     let explicit = parse_name(input, "region")?;
     if explicit.is_some() {
         if !input.peek(Token![:]) || input.peek(Token![::]) {
@@ -345,7 +369,12 @@ fn parse_region(input: ParseStream) -> syn::Result<Region> {
             )
         })?,
     };
-    Ok(Region { policy, name, call })
+    Ok(Region {
+        policy,
+        policy_expr,
+        name,
+        call,
+    })
 }
 
 /// An optional `NAME`: an identifier followed by `:`, a string literal, or

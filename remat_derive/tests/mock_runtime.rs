@@ -113,6 +113,7 @@ impl<A: Capture, B: Capture> Capture for (A, B) {
     }
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Policy {
     Save,
     Recompute,
@@ -303,6 +304,11 @@ impl Checkpoint {
             Determinism::Bitwise => "Bitwise",
         };
         log(format!("determinism {name}"));
+        self
+    }
+
+    pub fn strict_replay(self, strict: bool) -> Self {
+        log(format!("strict {strict}"));
         self
     }
 
@@ -636,4 +642,65 @@ fn derived_capture() {
         Choice::B { n: 3, .. }
     ));
     assert!(matches!(Choice::C.capture(), Choice::C));
+}
+
+// ------------------------------------------- run-time policies, `enabled`
+
+#[derive(Capture)]
+pub struct Policies {
+    attention: Policy,
+    checkpointing: bool,
+}
+
+impl Capture for Policy {
+    fn capture(&self) -> Self {
+        *self
+    }
+}
+
+impl Policies {
+    /// One body for every policy: the region's policy and whether the
+    /// checkpoint is on are values.
+    #[checkpoint(name = "policies", enabled = self.checkpointing, strict = true)]
+    fn forward(&self, x: &Tensor) -> Tensor {
+        remat! {
+            let attn = region [self.attention] attention: add(x, x);
+            needs attn;
+        }
+        attn.exp()
+    }
+}
+
+#[test]
+fn run_time_policies_and_enabled() {
+    for (policy, name) in [(Policy::Save, "save"), (Policy::Recompute, "recompute")] {
+        take_log();
+        let p = Policies {
+            attention: policy,
+            checkpointing: true,
+        };
+        assert_eq!(p.forward(&Tensor(0.5)), Tensor(1.0f64.exp()));
+        assert_eq!(
+            take_log(),
+            [
+                "strict true".to_owned(),
+                "checkpoint policies []".to_owned(),
+                format!("{name} attention"),
+                "needs 1".to_owned(),
+                "replay".to_owned(),
+                format!("{name} attention"),
+                "needs 1".to_owned(),
+            ]
+        );
+        // Off: the body once, as a plain call; its regions still run.
+        let p = Policies {
+            attention: policy,
+            checkpointing: false,
+        };
+        assert_eq!(p.forward(&Tensor(0.5)), Tensor(1.0f64.exp()));
+        assert_eq!(
+            take_log(),
+            [format!("{name} attention"), "needs 1".to_owned()]
+        );
+    }
 }

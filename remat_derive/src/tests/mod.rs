@@ -3,7 +3,9 @@
 mod check;
 mod expand;
 mod fuzz;
+mod oracle;
 mod parse;
+mod soundness;
 
 use proc_macro2::{TokenStream, TokenTree};
 

@@ -1,0 +1,79 @@
+//! The compile-time check: bare code must not read a `save` region's output
+//! unless it said so with `needs`.
+//!
+//! On replay a `save` region is skipped and its output is a placeholder
+//! unless something asked the runtime to keep it. Region arguments ask
+//! automatically; bare code can only ask with `needs x;`. The check lowers
+//! the code to a small IR (`ir`, built by `lower`), runs a dataflow
+//! analysis over it (`dataflow`: which places may hold an unmarked save
+//! output, on any path, through branches and loops), and reports every read
+//! by bare code of such a value (`report`). dsl.md lists what it tracks and
+//! what it decides about the code it cannot see.
+
+pub(crate) mod dataflow;
+pub(crate) mod ir;
+pub(crate) mod lower;
+pub(crate) mod report;
+
+use proc_macro2::Span;
+use syn::Pat;
+
+use crate::ast;
+use crate::check::lower::{Lower, Mode};
+
+/// The checker. Feed it parameters and a body (or statements), then take
+/// its errors.
+pub(crate) struct Checker {
+    lower: Lower,
+}
+
+impl Checker {
+    pub(crate) fn new(mode: Mode) -> Self {
+        Checker {
+            lower: Lower::new(mode),
+        }
+    }
+
+    /// Declares a parameter of the checkpoint function: a tensor parameter
+    /// is an input, which replay reproduces.
+    pub(crate) fn param(&mut self, pat: &Pat, tensor: bool) {
+        self.lower.param(pat, tensor);
+    }
+
+    /// Checks the body of a `#[checkpoint]` function (its tail is returned).
+    pub(crate) fn body(&mut self, block: &syn::Block) {
+        self.lower.block_stmts(&block.stmts);
+    }
+
+    /// Checks the statements of a standalone `remat! { }` block.
+    pub(crate) fn remat_stmts(&mut self, stmts: &[ast::Stmt]) {
+        self.lower.remat_stmts(stmts, true);
+    }
+
+    /// The errors found, combined in source order.
+    pub(crate) fn finish(self) -> Option<syn::Error> {
+        let (body, mut errors) = self.lower.finish();
+        let outcome = dataflow::analyze(&body);
+        for finding in outcome.findings {
+            let read = &finding.read;
+            let site = &body.sites[finding.site];
+            let error = report::unmarked_read(
+                &read.at,
+                read.var.as_deref(),
+                &read.kind,
+                site,
+                &finding.elems,
+            );
+            errors.push((read.id, error));
+        }
+        if outcome.gave_up {
+            errors.push((usize::MAX, report::gave_up(Span::call_site())));
+        }
+        errors.sort_by_key(|(seq, _)| *seq);
+        let mut combined: Option<syn::Error> = None;
+        for (_, error) in errors {
+            crate::errors::push_error(&mut combined, error);
+        }
+        combined
+    }
+}

@@ -1,0 +1,61 @@
+// Issue 8's false positive (save outputs in a slice passed to a region),
+// `#[cfg]` on a `remat!` statement, and shapes the dataflow check accepts;
+// the gradients equal the plain version's.
+use remat::{checkpoint, remat};
+use tch::{Kind, Tensor};
+
+fn f(h: &Tensor) -> Tensor {
+    h.tanh()
+}
+
+fn pair(h: &Tensor) -> (Tensor, Tensor) {
+    (h.tanh(), h.sigmoid())
+}
+
+fn cat(xs: &[Tensor]) -> Tensor {
+    Tensor::cat(xs, 0)
+}
+
+#[checkpoint]
+fn block(x: &Tensor, n: usize) -> Tensor {
+    let a = remat!(save a: f(x));
+    let b = remat!(save b: f(&(x * 2)));
+    let y = remat!(recompute cat: cat(&[a.shallow_clone(), b]));
+    #[cfg(any())]
+    remat! {
+        recompute never: panic_region(x);
+    }
+    let (p, q) = remat!(save pair: pair(x));
+    remat! { needs p, q; }
+    let mut h = x.shallow_clone();
+    for i in 0..n {
+        h = remat!(save [format!("layer{i}")]: f(&h));
+        remat! { needs h; }
+        h = &h * 2;
+    }
+    y.sum(Kind::Float) + (p * q + h).sum(Kind::Float)
+}
+
+#[allow(dead_code)]
+fn panic_region(_: &Tensor) -> Tensor {
+    panic!("a cfg'd-out statement ran")
+}
+
+fn plain(x: &Tensor, n: usize) -> Tensor {
+    let y = Tensor::cat(&[x.tanh(), (x * 2).tanh()], 0);
+    let (p, q) = pair(x);
+    let mut h = x.shallow_clone();
+    for _ in 0..n {
+        h = h.tanh() * 2;
+    }
+    y.sum(Kind::Float) + (p * q + h).sum(Kind::Float)
+}
+
+fn main() {
+    let x = Tensor::randn([4], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    block(&x, 3).f_backward().unwrap();
+    let g = x.grad().copy();
+    let _ = x.grad().zero_();
+    plain(&x, 3).backward();
+    assert!(g.allclose(&x.grad(), 1e-6, 1e-6, false));
+}
