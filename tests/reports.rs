@@ -11,7 +11,7 @@ fn the_whole_model_report_groups_identical_blocks_and_bills_each_storage_once() 
     let model = Model::new(SMALL, 2);
     let (tokens, targets) = batch(SMALL, 3);
     let (loss, outside) =
-        track_saved_tensors(|| model.loss(&tokens, &targets, ModelPolicy::Selective));
+        track_saved_tensors(|| model.loss_api(&tokens, &targets, ModelPolicy::Selective));
     let report = saved_tensors_report(Some(&outside));
     let text = report.to_string();
     assert_eq!(report.checkpoints.len(), 2, "{text}");

@@ -1,20 +1,41 @@
-//! The reference model (shared/design/reference-model.md) written with the
-//! macros: the same ATen ops in the same order as `tests/common/model.rs`,
-//! so that losses and gradients compare bitwise.
+//! The reference model's block written once with the macros, its policy
+//! chosen at run time: `#[checkpoint(enabled = ..)]` switches the checkpoint
+//! off for `none`, and `region [policy]` gives each region its policy. The
+//! same ATen ops in the same order as the runtime-API version in `model`, so
+//! that losses and gradients compare bitwise.
 
-use crate::model::{self as reference, Config, Model};
-use remat::{checkpoint, remat, Capture};
+use crate::model::{self as reference, Config, Model, ModelPolicy};
+use remat::{checkpoint, remat, Capture, Policy};
 use tch::Tensor;
 
-/// The policies that place regions in the block (reference-model.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MacroPolicy {
-    /// `attention` a `save` region, marked before the residual add; the MLP
-    /// a `recompute` region.
-    Selective,
-    /// `attention` a `recompute` region; the MLP a `save` region, marked
-    /// before its residual add.
-    SaveMlp,
+/// How one block runs: checkpointed or not, and each region's policy
+/// (reference-model.md, "Policies").
+#[derive(Capture, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockPolicy {
+    /// Whether the block is a checkpoint (`false` for `none`).
+    pub checkpoint: bool,
+    /// The policy of the `attention` region.
+    pub attention: Policy,
+    /// The policy of the `mlp` region.
+    pub mlp: Policy,
+}
+
+impl BlockPolicy {
+    /// The block policy of a model policy.
+    pub fn of(policy: ModelPolicy) -> BlockPolicy {
+        use Policy::{Recompute, Save};
+        let (checkpoint, attention, mlp) = match policy {
+            ModelPolicy::None => (false, Recompute, Recompute),
+            ModelPolicy::Full => (true, Recompute, Recompute),
+            ModelPolicy::Selective => (true, Save, Recompute),
+            ModelPolicy::SaveMlp => (true, Recompute, Save),
+        };
+        BlockPolicy {
+            checkpoint,
+            attention,
+            mlp,
+        }
+    }
 }
 
 /// The sizes a block needs (`Config` is plain data, captured by copy).
@@ -124,43 +145,30 @@ impl Block {
         }
     }
 
-    /// `selective`, exactly as dsl.md writes it.
-    #[checkpoint(name = [format!("layers.{}", self.index)])]
-    pub fn selective(&self, x: &Tensor) -> Tensor {
+    /// The block under `policy`: one body for every policy. Both outputs
+    /// are marked before the residual adds read them (`needs` does nothing
+    /// for a region that runs as `recompute`).
+    #[checkpoint(
+        name = [format!("layers.{}", self.index)],
+        enabled = policy.checkpoint,
+    )]
+    pub fn forward(&self, x: &Tensor, policy: BlockPolicy) -> Tensor {
         let h = self.ln1.forward(x);
         remat! {
-            let attn = save attention: self.attention.forward(&h);
-            needs attn;                       // bare code below reads attn
+            let attn = region [policy.attention] attention: self.attention.forward(&h);
+            needs attn;                       // the residual add reads attn
             let x = x + &attn;
-            let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));
+            let m = region [policy.mlp] mlp: self.mlp.forward(&self.ln2.forward(&x));
+            needs m;                          // and m
         }
         x + m
-    }
-
-    /// `save_mlp`: the MLP's output is kept, the attention replayed.
-    #[checkpoint(name = [format!("layers.{}", self.index)])]
-    pub fn save_mlp(&self, x: &Tensor) -> Tensor {
-        let h = self.ln1.forward(x);
-        remat! {
-            let attn = recompute attention: self.attention.forward(&h);
-            let x = x + &attn;
-            let m = save mlp: self.mlp.forward(&self.ln2.forward(&x));
-            needs m;                          // the residual add reads m
-        }
-        x + m
-    }
-
-    pub fn forward(&self, x: &Tensor, policy: MacroPolicy) -> Tensor {
-        match policy {
-            MacroPolicy::Selective => self.selective(x),
-            MacroPolicy::SaveMlp => self.save_mlp(x),
-        }
     }
 }
 
-/// The loss of `model`'s parameters with the blocks run through the macro
-/// version, op for op as `Model::loss`.
-pub fn loss(model: &Model, tokens: &Tensor, targets: &Tensor, policy: MacroPolicy) -> Tensor {
+/// The loss of `model`'s parameters with the blocks written with the
+/// macros, op for op as the runtime-API version (`Model::loss_api`).
+pub fn loss(model: &Model, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
+    let policy = BlockPolicy::of(policy);
     let blocks: Vec<Block> = model.blocks.iter().map(Block::of).collect();
     model.loss_through(tokens, targets, |mut x| {
         // Scopes only label the trace; `[expr]` names them at run time.

@@ -210,7 +210,15 @@ impl Model {
         }
     }
 
+    /// The loss under `policy`, with the blocks written once with the
+    /// macros and the policy chosen at run time (`crate::macros`).
     pub fn loss(&self, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
+        crate::macros::loss(self, tokens, targets, policy)
+    }
+
+    /// The same loss with the blocks written with the runtime API
+    /// (`block_forward`): what the runtime's own tests use.
+    pub fn loss_api(&self, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
         self.loss_through(tokens, targets, |mut x| {
             for block in &self.blocks {
                 x = block_forward(block, &x, policy);

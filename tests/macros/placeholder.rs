@@ -3,8 +3,8 @@
 //! runtime API: the two layers agree.
 
 use remat::{checkpoint, region, remat, Policy};
-use remat_reference::macros::Block;
-use remat_reference::model::{self as reference, batch, Model, SMALL};
+use remat_reference::macros::{Block, BlockPolicy};
+use remat_reference::model::{self as reference, batch, Model, ModelPolicy, SMALL};
 use tch::{Device, Kind, Tensor};
 
 /// A helper the check does not look into: it reads its argument's data.
@@ -86,7 +86,7 @@ fn the_marked_block_replays() {
     let model = Model::new(SMALL, 3);
     let x = Tensor::randn([SMALL.b, SMALL.t, SMALL.d], (Kind::Float, Device::Cpu))
         .set_requires_grad(true);
-    let y = Block::of(&model.blocks[0]).selective(&x);
+    let y = Block::of(&model.blocks[0]).forward(&x, BlockPolicy::of(ModelPolicy::Selective));
     y.sum(Kind::Float).f_backward().expect("backward");
     assert!(x.grad().defined());
 }

@@ -2,13 +2,12 @@
 //! the `scope` of `loss`, and each block's regions under its policy.
 
 use remat::collect_trace;
-use remat_reference::macros::{loss, MacroPolicy};
-use remat_reference::model::{batch, Model, SMALL};
+use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 
-fn trace(policy: MacroPolicy) -> String {
+fn trace(policy: ModelPolicy) -> String {
     let model = Model::new(SMALL, 1);
     let (tokens, targets) = batch(SMALL, 2);
-    let (loss, trace) = collect_trace(|| loss(&model, &tokens, &targets, policy));
+    let (loss, trace) = collect_trace(|| model.loss(&tokens, &targets, policy));
     // Replay is not traced: a backward adds nothing.
     loss.f_backward().expect("backward");
     trace.to_string()
@@ -16,10 +15,22 @@ fn trace(policy: MacroPolicy) -> String {
 
 #[test]
 fn trace_of_the_selective_model() {
-    insta::assert_snapshot!(trace(MacroPolicy::Selective));
+    insta::assert_snapshot!(trace(ModelPolicy::Selective));
 }
 
 #[test]
 fn trace_of_the_save_mlp_model() {
-    insta::assert_snapshot!(trace(MacroPolicy::SaveMlp));
+    insta::assert_snapshot!(trace(ModelPolicy::SaveMlp));
+}
+
+#[test]
+fn trace_of_the_full_model() {
+    // `full` runs both regions as `recompute`.
+    insta::assert_snapshot!(trace(ModelPolicy::Full));
+}
+
+#[test]
+fn trace_of_the_model_without_checkpoints() {
+    // Regions outside a checkpoint are plain calls: only the scopes remain.
+    insta::assert_snapshot!(trace(ModelPolicy::None));
 }

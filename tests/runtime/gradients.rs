@@ -6,7 +6,7 @@ use tch::Tensor;
 fn run(model: &Model, policy: ModelPolicy) -> (Tensor, Vec<(String, Tensor)>) {
     let (tokens, targets) = batch(SMALL, 7);
     model.zero_grad();
-    let loss = model.loss(&tokens, &targets, policy);
+    let loss = model.loss_api(&tokens, &targets, policy);
     loss.backward();
     let grads = model
         .named_parameters()

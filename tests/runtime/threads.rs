@@ -5,7 +5,7 @@ use tch::Tensor;
 fn grads(model: &Model) -> Vec<Tensor> {
     let (tokens, targets) = batch_fixed();
     model
-        .loss(&tokens, &targets, ModelPolicy::Selective)
+        .loss_api(&tokens, &targets, ModelPolicy::Selective)
         .backward();
     model
         .named_parameters()
