@@ -17,6 +17,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -446,6 +449,15 @@ int remat_graph_task_keep_graph(void) {
 }
 
 int remat_is_leaf(const remat_tensor* t) { return t->is_leaf(); }
+
+int64_t remat_heap_bytes_in_use(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 info = mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+#else
+  return -1;
+#endif
+}
 
 remat_err remat_rng_get_state(int device, remat_tensor** out) {
   return guard([&] {

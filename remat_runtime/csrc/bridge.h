@@ -107,6 +107,9 @@ void remat_grad_mode_set(int enabled);
 int remat_graph_task_id(void);
 int remat_graph_task_keep_graph(void);
 int remat_is_leaf(const remat_tensor* t);
+// Bytes the C heap has handed out and not taken back (glibc: the main
+// arena's in-use bytes plus every mmapped block), or -1 where unknown.
+int64_t remat_heap_bytes_in_use(void);
 // The state of libtorch's default generator of a device (-1: CPU, i: CUDA i).
 remat_err remat_rng_get_state(int device, remat_tensor** out);
 remat_err remat_rng_set_state(int device, const remat_tensor* state);

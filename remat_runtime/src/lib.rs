@@ -32,10 +32,10 @@ mod io;
 mod sync;
 
 pub use bridge::{
-    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder,
-    placeholder, rng_state, set_grad_enabled, set_rng_state, storage_key, storage_nbytes,
-    storage_offset, tensor_version, GradModeGuard, PlaceholderSpec, StorageKey, WeakStorage,
-    WeakTensor,
+    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, heap_bytes_in_use, is_leaf,
+    is_placeholder, placeholder, rng_state, set_grad_enabled, set_rng_state, storage_key,
+    storage_nbytes, storage_offset, tensor_version, GradModeGuard, PlaceholderSpec, StorageKey,
+    WeakStorage, WeakTensor,
 };
 pub use capture::Capture;
 pub use checkpointing::checkpoint::{checkpoint, Checkpoint};

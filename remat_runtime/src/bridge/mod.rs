@@ -17,9 +17,9 @@ pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload};
 pub(crate) use node::{attach_node, grad_fn_saved, NodeBackward, SavedAccess};
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
 pub use storage::{
-    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, rng_state,
-    set_grad_enabled, set_rng_state, storage_key, storage_nbytes, storage_offset, tensor_version,
-    GradModeGuard, StorageKey, WeakStorage, WeakTensor,
+    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, heap_bytes_in_use, is_leaf,
+    rng_state, set_grad_enabled, set_rng_state, storage_key, storage_nbytes, storage_offset,
+    tensor_version, GradModeGuard, StorageKey, WeakStorage, WeakTensor,
 };
 
 use crate::error::{Error, Result};
