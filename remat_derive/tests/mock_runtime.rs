@@ -698,6 +698,9 @@ fn run_time_policies_and_enabled() {
             checkpointing: false,
         };
         assert_eq!(p.forward(&Tensor(0.5)), Tensor(1.0f64.exp()));
-        assert_eq!(take_log(), [format!("{name} attention"), "needs 1".to_owned()]);
+        assert_eq!(
+            take_log(),
+            [format!("{name} attention"), "needs 1".to_owned()]
+        );
     }
 }
