@@ -13,12 +13,12 @@ macro_rules! twice {
 
 #[checkpoint]
 fn body_macro(x: &Tensor) -> Tensor {
+    let a = remat!(save f: f(x));
     macro_rules! show {
         () => {
             println!("{}", a)
         };
     }
-    let a = remat!(save f: f(x));
     show!();
     x + 1
 }

@@ -20,7 +20,7 @@ fn cat(xs: &[Tensor]) -> Tensor {
 fn block(x: &Tensor, n: usize) -> Tensor {
     let a = remat!(save a: f(x));
     let b = remat!(save b: f(&(x * 2)));
-    let y = remat!(recompute cat: cat(&[a.shallow_clone(), b]));
+    let y = remat!(recompute cat: cat(&vec![a.shallow_clone(), b]));
     #[cfg(any())]
     remat! {
         recompute never: panic_region(x);

@@ -27,6 +27,7 @@ impl Block {
             needs a;
             let h = x + &a;
             let m = region [self.mlp] mlp: mlp(&h);
+            needs m;
         }
         h * m
     }
