@@ -129,16 +129,33 @@ fn unpack_goes_through_the_pair_that_packed() {
 }
 
 #[test]
-fn without_hooks_gradients_are_unchanged() {
+fn identity_hooks_change_nothing_and_a_popped_pair_is_gone() {
+    let run = |x: &Tensor| {
+        let _ = x.grad().f_zero_();
+        (x.sin() * x.tanh()).sum(Kind::Float).backward();
+        x.grad().copy()
+    };
     let x = leaf(&[0.3, -0.2]);
-    (x.sin() * x.tanh()).sum(Kind::Float).backward();
-    let g1 = x.grad().copy();
-    let _ = x.grad().zero_();
-    {
-        let _h = saved_tensors_hooks(|t: Tensor| t, |t: &Tensor| t.shallow_clone());
-    }
-    (x.sin() * x.tanh()).sum(Kind::Float).backward();
-    assert_same(&x.grad(), &g1);
+    let plain = run(&x);
+    let packed = counter();
+    let c = packed.clone();
+    let hooks = saved_tensors_hooks(
+        move |t: Tensor| {
+            c.fetch_add(1, Ordering::SeqCst);
+            t
+        },
+        |t: &Tensor| t.shallow_clone(),
+    );
+    // Through the pair: sin, tanh and mul save four tensors.
+    assert_same(&run(&x), &plain);
+    assert_eq!(packed.load(Ordering::SeqCst), 4);
+    drop(hooks);
+    assert_same(&run(&x), &plain);
+    assert_eq!(
+        packed.load(Ordering::SeqCst),
+        4,
+        "the popped pair saw nothing"
+    );
 }
 
 #[test]

@@ -7,9 +7,14 @@ use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 fn trace(policy: ModelPolicy) -> String {
     let model = Model::new(SMALL, 1);
     let (tokens, targets) = batch(SMALL, 2);
-    let (loss, trace) = collect_trace(|| model.loss(&tokens, &targets, policy));
-    // Replay is not traced: a backward adds nothing.
-    loss.f_backward().expect("backward");
+    let (loss, trace) = collect_trace(|| {
+        let loss = model.loss(&tokens, &targets, policy);
+        // Replay runs inside this backward, within the collection, and
+        // adds nothing to the trace.
+        loss.f_backward().expect("backward");
+        loss
+    });
+    assert!(loss.defined());
     trace.to_string()
 }
 

@@ -45,9 +45,10 @@ fn save_bodies_run_once_and_recompute_bodies_replay_once_per_backward() {
     assert_bitwise(&g, &expected, "gradient");
 }
 
-/// Records, during replay, whether the value bare code sees is a placeholder.
-fn replay_sees(consumer: Policy, mark: bool) -> (bool, Result<Tensor, String>) {
-    let seen = Arc::new(AtomicBool::new(false));
+/// Records, during replay, whether the value bare code sees is a placeholder
+/// (`None` if replay never ran).
+fn replay_sees(consumer: Policy, mark: bool) -> (Option<bool>, Result<Tensor, String>) {
+    let seen = Arc::new(Mutex::new(None));
     let s = seen.clone();
     let x = input();
     let y = checkpoint("blk").call(&x, move |x| {
@@ -58,7 +59,7 @@ fn replay_sees(consumer: Policy, mark: bool) -> (bool, Result<Tensor, String>) {
         let c = region("consumer", consumer).call(&a, |a| a.sin());
         recompute_needs_tensor(&c);
         if is_recomputing() {
-            s.store(is_placeholder(&a), Ordering::SeqCst);
+            *s.lock().unwrap() = Some(is_placeholder(&a));
         }
         c.cos()
     });
@@ -67,13 +68,14 @@ fn replay_sees(consumer: Policy, mark: bool) -> (bool, Result<Tensor, String>) {
         .f_backward()
         .map(|_| x.grad())
         .map_err(|e| remat::Error::from(e).to_string());
-    (seen.load(Ordering::SeqCst), result)
+    let seen = *seen.lock().unwrap();
+    (seen, result)
 }
 
 #[test]
 fn a_save_output_consumed_by_a_recompute_region_is_served() {
     let (placeholder, result) = replay_sees(Policy::Recompute, false);
-    assert!(!placeholder);
+    assert_eq!(placeholder, Some(false), "replay ran and saw the value");
     let g = result.unwrap();
     let x = input();
     let expected = grad_of(&x, &(&x * 2).sin().cos().sum(Kind::Float));
@@ -83,7 +85,7 @@ fn a_save_output_consumed_by_a_recompute_region_is_served() {
 #[test]
 fn a_save_output_consumed_only_by_save_regions_is_a_placeholder() {
     let (placeholder, result) = replay_sees(Policy::Save, false);
-    assert!(placeholder);
+    assert_eq!(placeholder, Some(true), "replay ran and saw a placeholder");
     assert!(result.unwrap().defined());
 }
 
@@ -519,6 +521,38 @@ fn persisted_values_are_freed_after_backward_unless_the_graph_is_retained() {
     assert!(alive(), "retain_graph keeps it for the next backward");
     backward_with(&y, false).unwrap();
     assert!(!alive(), "served and released");
+}
+
+/// Whether a kept `Save` output is still alive inside the replay, right
+/// after bare code dropped its last handle to it: only remat can hold it
+/// then (the add that read it saves nothing).
+fn alive_after_serving(retain_graph: bool) -> Option<bool> {
+    let alive = Arc::new(Mutex::new(None));
+    let seen = alive.clone();
+    let x = input();
+    let y = checkpoint("c").call(&x, move |x| {
+        let a = region("p", Policy::Save).call(&x, |x| x * 2.0);
+        recompute_needs_tensor(&a);
+        let weak = remat::WeakStorage::new(&a).unwrap();
+        let b = &a + 1.0;
+        drop(a);
+        if is_recomputing() {
+            *seen.lock().unwrap() = Some(weak.is_alive());
+        }
+        b.sin().sum(Kind::Float)
+    });
+    backward_with(&y, retain_graph).unwrap();
+    let result = *alive.lock().unwrap();
+    result
+}
+
+#[test]
+fn a_served_value_is_released_as_soon_as_it_is_served() {
+    // Without `retain_graph` the value is gone the moment replay has it,
+    // while backward is still running...
+    assert_eq!(alive_after_serving(false), Some(false));
+    // ...with it, remat keeps it for the next backward.
+    assert_eq!(alive_after_serving(true), Some(true));
 }
 
 #[test]

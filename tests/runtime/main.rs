@@ -8,4 +8,5 @@ mod freed;
 mod gradients;
 mod memory;
 mod options;
+mod rules;
 mod threads;

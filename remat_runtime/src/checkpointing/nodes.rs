@@ -85,13 +85,18 @@ impl NodeBackward for ServedIdentity {
 }
 
 /// A non-leaf tensor requiring grad with `value`'s data and metadata.
+///
+/// The node's input is a zero-element dummy, not `value`: an input edge
+/// would reach `value` through its grad accumulator, and the replay graph
+/// downstream would then keep the served storage alive until replay ends,
+/// although the forward's graph held nothing of it.
 pub(crate) fn non_leaf(value: &Tensor) -> Result<Tensor> {
-    let leaf = value.detach().set_requires_grad(true);
-    let mut out = vec![tch::no_grad(|| leaf.view_as(&leaf))];
+    let dummy = Tensor::empty([0], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    let mut out = vec![tch::no_grad(|| value.detach())];
     attach_node(
         Box::new(ServedIdentity),
         "ServedOnReplay",
-        &[&leaf],
+        &[&dummy],
         &mut out,
         &[],
     )?;
