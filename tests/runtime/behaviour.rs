@@ -7,7 +7,7 @@ use remat::{
     Determinism, Policy, RecomputeStateHook,
 };
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tch::{Device, Kind, Tensor};
 

@@ -105,7 +105,7 @@ fn a_served_value_requires_grad_exactly_when_its_original_did() {
         }
         (a * b).sum(Kind::Float)
     });
-    grad_of(&x, &y);
+    let _ = grad_of(&x, &y);
     assert_eq!(
         *served.lock().unwrap(),
         [(true, false, false), (false, true, false)],
