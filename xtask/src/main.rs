@@ -24,13 +24,17 @@ fn main() -> ExitCode {
         }),
         "test" => setup().and_then(|_| test()),
         "demo" => setup().and_then(|_| demo()),
+        "leaks" => setup().and_then(|_| leaks()),
+        "soak" => setup().and_then(|_| soak()),
         _ => {
             eprintln!(
                 "usage: cargo xtask <task>\n\n\
                  tasks:\n  \
                  setup  install libtorch {TORCH_VERSION} (cached per user) and link it as .libtorch\n  \
                  test   setup, then every test, rustfmt and clippy\n  \
-                 demo   setup, then run the main example"
+                 demo   setup, then run the main example\n  \
+                 leaks  setup, then the leak check alone (part of `test`)\n  \
+                 soak   setup, then the long reliability runs (docs/reliability.md)"
             );
             return if task == "help" || task == "--help" {
                 ExitCode::SUCCESS
@@ -259,6 +263,10 @@ const TEST_STEPS: &[Step] = &[
 
 fn test() -> Result<()> {
     for step in TEST_STEPS {
+        if step.what == "formatting" {
+            // Before the lints: the leak check reruns test binaries.
+            leaks()?;
+        }
         let env: Vec<String> = step.env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
         eprintln!(
             "xtask test: {}: {}cargo {}",
@@ -269,6 +277,126 @@ fn test() -> Result<()> {
         run(cargo().args(step.args).envs(step.env.iter().copied()))?;
     }
     eprintln!("xtask test: all {} steps passed", TEST_STEPS.len());
+    Ok(())
+}
+
+/// The test binaries the leak check runs: the runtime's behaviour, the
+/// bridge, the random programs and the long steady-state run.
+const LEAK_CHECKED: &[&str] = &["runtime", "bridge", "programs", "steady_memory"];
+
+/// Where the system's LeakSanitizer runtime is (Debian's `liblsan0`).
+fn liblsan() -> Result<PathBuf> {
+    let candidates = [
+        "/usr/lib/x86_64-linux-gnu/liblsan.so.0",
+        "/usr/lib/aarch64-linux-gnu/liblsan.so.0",
+        "/usr/lib64/liblsan.so.0",
+    ];
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            "the leak check needs LeakSanitizer's runtime (liblsan.so.0): \
+             `apt-get install liblsan0` on Debian"
+                .to_string()
+        })
+}
+
+/// Builds the test binaries and returns their paths, by name.
+fn test_executables(names: &[&str]) -> Result<Vec<(String, PathBuf)>> {
+    let mut cmd = cargo();
+    cmd.args(["test", "--no-run", "--message-format=json"]);
+    for name in names {
+        cmd.args(["--test", name]);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the test binaries failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.split("\"executable\":\"").nth(1) else {
+            continue;
+        };
+        let path = rest.split('"').next().unwrap_or_default();
+        let name = names
+            .iter()
+            .find(|n| line.contains(&format!("\"name\":\"{n}\"")));
+        if let Some(name) = name {
+            found.push((name.to_string(), PathBuf::from(path)));
+        }
+    }
+    if found.len() != names.len() {
+        return Err(format!(
+            "found {} of {} test binaries",
+            found.len(),
+            names.len()
+        ));
+    }
+    Ok(found)
+}
+
+/// Runs test binaries under LeakSanitizer (preloaded: no rebuild), after
+/// checking on a canary that leaks on purpose that the set-up catches one.
+fn leaks() -> Result<()> {
+    let lsan = liblsan()?;
+    let supp = repo_root().join("lsan.supp");
+    let options = format!("exitcode=23:suppressions={}", supp.display());
+    let mut names = LEAK_CHECKED.to_vec();
+    names.push("lsan_canary");
+    let bins = test_executables(&names)?;
+    for (name, bin) in &bins {
+        let canary = name == "lsan_canary";
+        eprintln!("xtask test: leak check of `{name}` under LeakSanitizer");
+        let mut cmd = Command::new(bin);
+        cmd.current_dir(repo_root())
+            .env("LD_PRELOAD", &lsan)
+            .env("LSAN_OPTIONS", &options);
+        if canary {
+            cmd.env("REMAT_LSAN_CANARY", "1")
+                .stderr(std::process::Stdio::null());
+        }
+        let status = cmd
+            .status()
+            .map_err(|e| format!("could not run {}: {e}", bin.display()))?;
+        match (canary, status.code()) {
+            (true, Some(23)) => {}
+            (true, _) => {
+                return Err(format!(
+                    "LeakSanitizer did not catch the canary's leak ({status}): the leak \
+                     check would prove nothing"
+                ))
+            }
+            (false, Some(0)) => {}
+            (false, _) => {
+                return Err(format!(
+                    "`{name}` failed under LeakSanitizer ({status}); a leak report is above"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How many random programs `soak` runs (`test` runs 1000).
+const SOAK_PROGRAMS: &str = "20000";
+
+/// The long runs that do not fit `test`: many more random programs (release
+/// build) and the steady-state run under the leak checker.
+fn soak() -> Result<()> {
+    eprintln!("xtask soak: {SOAK_PROGRAMS} random programs (release build)");
+    run(cargo()
+        .args(["test", "--release", "--test", "programs"])
+        .env("REMAT_PROGRAM_CASES", SOAK_PROGRAMS))?;
+    eprintln!("xtask soak: the test suite's leak check");
+    leaks()?;
+    eprintln!("xtask soak: passed");
     Ok(())
 }
 
