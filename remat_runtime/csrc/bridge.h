@@ -37,11 +37,13 @@ typedef struct remat_callbacks {
   void (*node_release)(void* ctx);
   void (*node_drop)(void* ctx);
   // Saved-tensor hooks. `tensor` is owned by Rust (a detached alias of the
-  // saved tensor); `grad_leaf` says whether the saved tensor is a leaf that
-  // requires grad (a parameter). Returns a payload, or NULL after
-  // `remat_error_set`.
-  void* (*hooks_pack)(void* hooks, remat_tensor* tensor, int grad_leaf,
-                      void* err);
+  // saved tensor); `param` says whether the saved tensor is a parameter (a
+  // leaf that requires grad) or a view of one; `thread` and `seq` are the
+  // thread's id and next autograd sequence number (the saving node is
+  // `seq - 1` on `thread`, see remat_graph_nodes). Returns a payload, or NULL
+  // after `remat_error_set`.
+  void* (*hooks_pack)(void* hooks, remat_tensor* tensor, int param,
+                      uint64_t thread, uint64_t seq, void* err);
   // Returns an owned tensor, or NULL after `remat_error_set`.
   remat_tensor* (*hooks_unpack)(void* hooks, void* payload, void* err);
   void (*payload_drop)(void* hooks, void* payload);
@@ -107,6 +109,8 @@ void remat_grad_mode_set(int enabled);
 int remat_graph_task_id(void);
 int remat_graph_task_keep_graph(void);
 int remat_is_leaf(const remat_tensor* t);
+// A leaf that requires grad, or a view of one.
+int remat_is_parameter(const remat_tensor* t);
 // The state of libtorch's default generator of a device (-1: CPU, i: CUDA i).
 remat_err remat_rng_get_state(int device, remat_tensor** out);
 remat_err remat_rng_set_state(int device, const remat_tensor* state);
@@ -114,6 +118,11 @@ remat_err remat_rng_set_state(int device, const remat_tensor* state);
 // keeping the graph for another backward.
 remat_err remat_backward(const remat_tensor* loss, int keep_graph);
 uintptr_t remat_grad_fn_key(const remat_tensor* t);
+// Every node reachable from the roots' grad_fns, one line each:
+// "<thread id> <sequence nr> <name>\n" (a heap string in *out, free it with
+// remat_string_free).
+remat_err remat_graph_nodes(const remat_tensor* const* roots, size_t n_roots,
+                            char** out);
 
 #ifdef __cplusplus
 }

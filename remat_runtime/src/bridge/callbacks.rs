@@ -4,7 +4,7 @@
 //! autograd reports as an `Err` from `backward`.
 
 use super::ffi::{self, Callbacks};
-use super::hooks::{HookPair, Payload};
+use super::hooks::{HookPair, NodeId, Payload, SaveSite};
 use super::node::{NodeCtx, SavedAccess};
 use super::{borrow_tensor, give_tensor, take_tensor};
 use crate::error::panic_message;
@@ -114,14 +114,21 @@ unsafe extern "C" fn node_drop(ctx: *mut c_void) {
 unsafe extern "C" fn hooks_pack(
     hooks: *mut c_void,
     tensor: *mut C_tensor,
-    grad_leaf: c_int,
+    param: c_int,
+    thread: u64,
+    seq: u64,
     err: *mut c_void,
 ) -> *mut c_void {
+    let site = SaveSite {
+        param: param != 0,
+        // A thread that never created a node has nothing to point at.
+        node: seq.checked_sub(1).map(|seq| NodeId { thread, seq }),
+    };
     // SAFETY: C++ hands over ownership of `tensor`; `hooks` is the
     // `Arc<dyn HookPair>` box pushed by `push_hooks`, alive while C++ holds it.
     let (pair, tensor) = unsafe { (&*(hooks as *const Arc<dyn HookPair>), take_tensor(tensor)) };
     match run(err, "saved-tensor pack hook", || {
-        pair.pack_saved(tensor, grad_leaf != 0)
+        pair.pack_saved(tensor, site)
     }) {
         Some(payload) => Box::into_raw(Box::new(Mutex::new(payload))) as *mut c_void,
         None => std::ptr::null_mut(),

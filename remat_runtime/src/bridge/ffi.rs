@@ -22,7 +22,9 @@ pub(super) struct Callbacks {
     pub hooks_pack: unsafe extern "C" fn(
         hooks: *mut c_void,
         tensor: *mut C_tensor,
-        grad_leaf: c_int,
+        param: c_int,
+        thread: u64,
+        seq: u64,
         err: *mut c_void,
     ) -> *mut c_void,
     pub hooks_unpack: unsafe extern "C" fn(
@@ -95,7 +97,13 @@ extern "C" {
     pub(super) fn remat_graph_task_id() -> c_int;
     pub(super) fn remat_graph_task_keep_graph() -> c_int;
     pub(super) fn remat_is_leaf(t: *const C_tensor) -> c_int;
+    pub(super) fn remat_is_parameter(t: *const C_tensor) -> c_int;
     pub(super) fn remat_rng_get_state(device: c_int, out: *mut *mut C_tensor) -> RematErr;
     pub(super) fn remat_rng_set_state(device: c_int, state: *const C_tensor) -> RematErr;
     pub(super) fn remat_backward(loss: *const C_tensor, keep_graph: c_int) -> RematErr;
+    pub(super) fn remat_graph_nodes(
+        roots: *const *const C_tensor,
+        n_roots: usize,
+        out: *mut *mut c_char,
+    ) -> RematErr;
 }
