@@ -4,6 +4,7 @@
 mod common;
 
 mod behaviour;
+mod diagnostics;
 mod gradients;
 mod memory;
 mod options;
