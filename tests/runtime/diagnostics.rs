@@ -562,3 +562,107 @@ fn the_memory_report_shows_the_inputs_kept_for_replay() {
     );
     y.sum(Kind::Float).backward();
 }
+
+// ---------------------------------------------------------------------------
+// Snapshots of the memory report on small hand-built cases.
+
+/// The report with call sites cut to their file (lines move with edits).
+fn without_lines(mut report: MemoryReport) -> String {
+    for r in &mut report.regions {
+        r.location = r
+            .location
+            .rsplit_once(':')
+            .map_or(r.location.clone(), |(f, _)| f.to_string());
+    }
+    report.to_string()
+}
+
+#[test]
+fn memory_report_snapshot_of_hand_built_cases() {
+    let x = Tensor::randn([4, 6], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let z = Tensor::randn([4, 6], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let w = Tensor::randn([8, 6], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let offload = TensorHooks::new(|t: Tensor| t.copy(), |t: &Tensor| t.shallow_clone());
+    let (y, report) = report_in_checkpoint(
+        &x,
+        move |x| {
+            let h = x.tanh(); // bare: the regions' input, replayed
+                              // Named saves (and an empty slot, which is not a row).
+            let named = region("named", Policy::Save).call((&h, &z), |(h, z)| {
+                apply(
+                    NamedMul {
+                        names: ["lhs", "rhs"],
+                    },
+                    &[&h, &z],
+                )
+                .remove(0)
+            });
+            // An output also saved: one row, two names.
+            let also = region("output_saved", Policy::Save).call(&h, |h| h.exp());
+            // A view of another shape on the same storage.
+            let view = region("view", Policy::Save).call(&h, |h| h.exp().view([6, 4]));
+            // A save rebuilt from the region's input, not kept.
+            let rebuilt = region("rebuilt", Policy::Save).call(&h, |h| h.sin());
+            // Part of a storage kept: all of it stays resident.
+            let part = region("part", Policy::Save).call(&h, |h| (h * 2).narrow(0, 0, 2).sin());
+            // A parameter saved through a view (`w.t()`): not activation memory.
+            let param = region("param", Policy::Save).call(&h, |h| h.linear::<Tensor>(&w, None));
+            // A save handed to saved-tensor hooks.
+            let offloaded = {
+                let _hooks = offload.push();
+                region("offloaded", Policy::Save).call(&h, |h| h.cos().exp())
+            };
+            // An output dropped, its saves with it.
+            drop(region("released", Policy::Save).call(&h, |h| (h * 2).sin()));
+            for t in [&named, &also, &view, &rebuilt, &part, &param, &offloaded] {
+                recompute_needs_tensor(t);
+            }
+            (named, also, view, rebuilt, part, param, offloaded)
+        },
+        |(a, b, c, d, e, f, g)| {
+            a.sum(Kind::Float)
+                + b.sum(Kind::Float)
+                + c.sum(Kind::Float)
+                + d.sum(Kind::Float)
+                + e.sum(Kind::Float)
+                + f.sum(Kind::Float)
+                + g.sum(Kind::Float)
+        },
+    );
+    // Totals: a region's bytes are its rows' bytes; no storage is shared
+    // between these regions, so the report's total is their sum.
+    for r in &report.regions {
+        assert_eq!(r.bytes(), r.storages().map(|s| s.bytes).sum::<i64>());
+    }
+    let regions: i64 = report.regions.iter().map(|r| r.bytes()).sum();
+    let rows: usize = report.regions.iter().map(|r| r.storages().count()).sum();
+    assert_eq!(
+        (report.total_bytes(), report.storage_count()),
+        (regions, rows),
+        "{report}"
+    );
+    insta::assert_snapshot!("memory_report_hand_built", without_lines(report));
+    y.backward();
+}
+
+#[test]
+fn trace_snapshot_of_the_reference_model_with_metadata() {
+    use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
+    let model = Model::new(SMALL, 11);
+    let (tokens, targets) = batch(SMALL, 1);
+    for (policy, name) in [
+        (ModelPolicy::Full, "full"),
+        (ModelPolicy::Selective, "selective"),
+        (ModelPolicy::SaveMlp, "save_mlp"),
+    ] {
+        let (loss, trace) = collect_trace(|| {
+            trace_scope_with(
+                "model",
+                || format!("policy={name}"),
+                || model.loss(&tokens, &targets, policy),
+            )
+        });
+        insta::assert_snapshot!(format!("trace_{name}"), trace.to_string());
+        loss.backward();
+    }
+}

@@ -194,6 +194,7 @@ fn bytes_kept_per_region_equal_the_python_reference() {
 fn memory_report_snapshots_of_the_reference_block() {
     let model = Model::new(SMALL, 11);
     for (policy, name) in [
+        (ModelPolicy::Full, "full"),
         (ModelPolicy::Selective, "selective"),
         (ModelPolicy::SaveMlp, "save_mlp"),
     ] {
