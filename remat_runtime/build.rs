@@ -17,9 +17,13 @@ fn main() {
 
     println!("cargo:rerun-if-changed=csrc/bridge.cpp");
     println!("cargo:rerun-if-changed=csrc/bridge.h");
+    println!("cargo:rerun-if-changed=csrc/cuda_diag.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
+    let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
 
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
         .pic(true)
         .std("c++17")
@@ -38,14 +42,28 @@ fn main() {
         )
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .flag_if_supported("-Wno-unused-parameter")
-        .file("csrc/bridge.cpp")
-        .compile("remat_bridge");
+        .file("csrc/bridge.cpp");
+    if cuda {
+        // The CUDA diagnostics (OOM observer, allocation contexts) need the
+        // CUDA runtime headers; CPU builds use the stubs in bridge.cpp.
+        let cuda_include = cuda_include(&lib);
+        build
+            .define("REMAT_CUDA", None)
+            .flag("-isystem")
+            .flag(
+                cuda_include
+                    .to_str()
+                    .expect("CUDA include path is not UTF-8"),
+            )
+            .file("csrc/cuda_diag.cpp");
+    }
+    build.compile("remat_bridge");
 
     // Our own tests, examples and doctests run from target/: give them an rpath.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     println!("cargo:libtorch_lib={}", lib.display());
 
-    if env::var_os("CARGO_FEATURE_CUDA").is_some() {
+    if cuda {
         // Nothing references libtorch_cuda.so, so `--as-needed` drops it and
         // its static initialisers (which register the CUDA backend) never run.
         // Link args reach only this package's own binaries: every package
@@ -53,7 +71,39 @@ fn main() {
         for arg in ["-Wl,--no-as-needed", "-ltorch_cuda", "-Wl,--as-needed"] {
             println!("cargo:rustc-link-arg={arg}");
         }
+        // cuda_diag.cpp calls the CUDA caching allocator in libc10_cuda.
+        println!("cargo:rustc-link-search=native={}", lib.display());
+        println!("cargo:rustc-link-lib=dylib=c10_cuda");
     }
+}
+
+/// Where the CUDA runtime headers are: `$CUDA_HOME/include`, the usual
+/// toolkit folder, or the headers that the torch wheel's `nvidia-*`
+/// packages install next to it.
+fn cuda_include(lib: &Path) -> PathBuf {
+    let mut candidates: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| env::var_os(v))
+        .map(|home| PathBuf::from(home).join("include"))
+        .collect();
+    candidates.push(PathBuf::from("/usr/local/cuda/include"));
+    if let Ok(entries) = std::fs::read_dir(lib.join("../../nvidia")) {
+        let mut wheel: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path().join("include"))
+            .collect();
+        wheel.sort();
+        candidates.extend(wheel);
+    }
+    candidates
+        .into_iter()
+        .find(|dir| dir.join("cuda_runtime_api.h").exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "the `cuda` feature needs the CUDA runtime headers (cuda_runtime_api.h): set \
+                 CUDA_HOME to a CUDA toolkit"
+            )
+        })
 }
 
 /// torch-sys skips its own version check when `LIBTORCH` is set: do it here,

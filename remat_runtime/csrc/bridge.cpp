@@ -263,6 +263,10 @@ c10::StorageImpl* storage_of(const at::Tensor* t) {
 
 extern "C" {
 
+// For cuda_diag.cpp, the other translation unit.
+const remat_callbacks* remat_internal_callbacks(void) { return &g_cb; }
+char* remat_internal_dup_string(const char* s) { return dup_string(s); }
+
 void remat_bridge_init(const remat_callbacks* callbacks) {
   static std::once_flag once;
   std::call_once(once, [&] {
@@ -527,6 +531,34 @@ remat_err remat_graph_nodes(const remat_tensor* const* roots, size_t n_roots,
     *out = dup_string(lines.str().c_str());
   });
 }
+
+uintptr_t remat_storage_data(const remat_tensor* t) {
+  c10::StorageImpl* s = storage_of(t);
+  if (s == nullptr) {
+    return 0;
+  }
+  return reinterpret_cast<uintptr_t>(s->_mutable_data_ptr_no_checks().get());
+}
+
+#ifndef REMAT_CUDA
+// CPU builds: the CUDA diagnostics live in cuda_diag.cpp, compiled only with
+// the `cuda` feature (it needs the CUDA headers and libc10_cuda).
+namespace {
+remat_err no_cuda() {
+  return dup_string(
+      "remat was built without CUDA diagnostics: enable the `cuda` feature "
+      "(remat/cuda) and run on a machine with a CUDA device");
+}
+}  // namespace
+
+int remat_cuda_built(void) { return 0; }
+remat_err remat_cuda_attach_oom_observer(void) { return no_cuda(); }
+remat_err remat_cuda_record_contexts(int /*enabled*/) { return no_cuda(); }
+remat_err remat_cuda_blocks(char** out) {
+  *out = nullptr;
+  return no_cuda();
+}
+#endif
 
 uintptr_t remat_grad_fn_key(const remat_tensor* t) {
   return reinterpret_cast<uintptr_t>(t->grad_fn().get());

@@ -48,6 +48,13 @@ typedef struct remat_callbacks {
   remat_tensor* (*hooks_unpack)(void* hooks, void* payload, void* err);
   void (*payload_drop)(void* hooks, void* payload);
   void (*hooks_drop)(void* hooks);
+  // CUDA builds only: the caching allocator could not allocate `requested`
+  // bytes on `device` (called before the error propagates).
+  void (*cuda_oom)(int64_t device, uint64_t requested, uint64_t device_total,
+                   uint64_t device_free);
+  // CUDA builds only: a label for the allocation being made (writes at most
+  // `cap` bytes into `buf`, returns the label's full length).
+  size_t (*cuda_alloc_context)(char* buf, size_t cap);
 } remat_callbacks;
 
 void remat_bridge_init(const remat_callbacks* callbacks);
@@ -123,6 +130,22 @@ uintptr_t remat_grad_fn_key(const remat_tensor* t);
 // remat_string_free).
 remat_err remat_graph_nodes(const remat_tensor* const* roots, size_t n_roots,
                             char** out);
+
+// --- CUDA diagnostics (the `cuda` feature; CPU builds return an error) ------
+
+// 1 when the bridge was built with CUDA diagnostics.
+int remat_cuda_built(void);
+// Attaches an out-of-memory observer to the CUDA caching allocator that calls
+// the `cuda_oom` callback.
+remat_err remat_cuda_attach_oom_observer(void);
+// Starts (or stops) recording a context for every CUDA allocation, from the
+// `cuda_alloc_context` callback.
+remat_err remat_cuda_record_contexts(int enabled);
+// The allocator's live blocks, one line each: "<address> <size> <context>\n"
+// (the context is empty where none was recorded). A heap string in *out.
+remat_err remat_cuda_blocks(char** out);
+// The address of a storage's data (0 when it has none).
+uintptr_t remat_storage_data(const remat_tensor* t);
 
 #ifdef __cplusplus
 }

@@ -44,6 +44,7 @@ pub use checkpointing::frame::{is_recomputing, Phase};
 pub use checkpointing::policy::Policy;
 pub use checkpointing::region::{recompute_needs_tensor, region, Region};
 pub use checkpointing::state::live_checkpoints;
+pub use diagnostics::cuda::{attach_oom_observer, record_allocation_sites};
 pub use diagnostics::memory_report::{
     memory_report, InputMemory, KeptStorage, MemoryReport, RegionMemory, StorageView,
 };

@@ -7,12 +7,17 @@
 //! strings; Rust callbacks catch every panic before returning to C++.
 
 mod callbacks;
+mod cuda;
 mod ffi;
 mod hooks;
 mod node;
 mod placeholder;
 mod storage;
 
+pub(crate) use cuda::{
+    attach_oom_observer, cuda_blocks, cuda_built, record_allocation_contexts, storage_data,
+    OomEvent,
+};
 pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite};
 pub(crate) use node::{attach_node, grad_fn_saved, graph_nodes, NodeBackward, SavedAccess};
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};

@@ -47,6 +47,8 @@ pub(crate) struct KeptRow {
     pub kind: Kind,
     /// A parameter (or a view of one): not activation memory.
     pub param: bool,
+    /// Where its storage's data is (to find its allocation).
+    pub address: usize,
 }
 
 /// Where a tensor sits in its storage: what tells aliases (same layout)

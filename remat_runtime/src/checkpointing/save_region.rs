@@ -7,8 +7,9 @@
 //! the body never runs.
 
 use crate::bridge::{
-    graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder, storage_key,
-    storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec, SaveSite, WeakStorage,
+    graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder, storage_data,
+    storage_key, storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec, SaveSite,
+    WeakStorage,
 };
 use crate::checkpointing::frame;
 use crate::checkpointing::nodes::non_leaf;
@@ -96,6 +97,7 @@ impl HookPair for SaveHooks {
                 layout: Layout::of(&tensor),
                 kind: tensor.kind(),
                 param: site.param,
+                address: storage_data(&tensor),
             });
         }
         let version = tensor_version(&tensor).map_err(|e| e.to_string())?;

@@ -3,7 +3,7 @@
 //! Invariant: every storage is billed whole and once per report, however
 //! many saves and outputs use it.
 
-use crate::bridge::{storage_key, storage_nbytes, StorageKey};
+use crate::bridge::{storage_data, storage_key, storage_nbytes, StorageKey};
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::record::{Layout, SaveRecord, Slot};
 use crate::checkpointing::state::CheckpointState;
@@ -49,6 +49,9 @@ pub struct KeptStorage {
     pub views: Vec<StorageView>,
     /// A note from [`MemoryReport::annotate`] (e.g. where it was allocated).
     pub annotation: Option<String>,
+    /// Where the storage's data is (finds its allocation in the CUDA
+    /// allocator's snapshot).
+    pub(crate) address: usize,
 }
 
 /// A kept tensor that views a [`KeptStorage`] with another shape or layout.
@@ -434,6 +437,7 @@ pub fn memory_report() -> Result<MemoryReport> {
 /// A tensor a report shows: its name, storage and layout.
 struct Value {
     key: StorageKey,
+    address: usize,
     name: String,
     nbytes: i64,
     layout: Layout,
@@ -453,7 +457,7 @@ fn storage_rows(values: Vec<Value>) -> Vec<(StorageKey, KeptStorage)> {
     by_storage
         .into_iter()
         .map(|(key, values)| {
-            let nbytes = values[0].nbytes;
+            let (nbytes, address) = (values[0].nbytes, values[0].address);
             // Aliases: the same layout (dtype is not compared, as the reference).
             let mut layouts: Vec<(Layout, Kind, Vec<String>)> = Vec::new();
             for v in values {
@@ -490,6 +494,7 @@ fn storage_rows(values: Vec<Value>) -> Vec<(StorageKey, KeptStorage)> {
                     held: covered(spans, nbytes),
                     views,
                     annotation: None,
+                    address,
                 },
             )
         })
@@ -521,6 +526,7 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
         if row.storage.is_alive() {
             let v = Value {
                 key: row.storage.key(),
+                address: row.address,
                 name: row.name.clone(),
                 nbytes: row.nbytes,
                 layout: row.layout.clone(),
@@ -540,6 +546,7 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
                 if let Some(key) = storage_key(value) {
                     values.push(Value {
                         key,
+                        address: storage_data(value),
                         name: format!("output.{i}"),
                         nbytes: storage_nbytes(value),
                         layout: Layout::of(value),
