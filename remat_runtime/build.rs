@@ -45,17 +45,25 @@ fn main() {
         .file("csrc/bridge.cpp");
     if cuda {
         // The CUDA diagnostics (OOM observer, allocation contexts) need the
-        // CUDA runtime headers; CPU builds use the stubs in bridge.cpp.
-        let cuda_include = cuda_include(&lib);
-        build
-            .define("REMAT_CUDA", None)
-            .flag("-isystem")
-            .flag(
-                cuda_include
-                    .to_str()
-                    .expect("CUDA include path is not UTF-8"),
-            )
-            .file("csrc/cuda_diag.cpp");
+        // CUDA toolkit's headers. Without them (a CPU machine checking that
+        // the `cuda` feature links) the stubs in bridge.cpp stand in, and the
+        // diagnostics return an error saying so.
+        match cuda_include(&lib) {
+            Some(dir) => {
+                build
+                    .define("REMAT_CUDA", None)
+                    .flag("-isystem")
+                    .flag(dir.to_str().expect("CUDA include path is not UTF-8"))
+                    .file("csrc/cuda_diag.cpp");
+                // cuda_diag.cpp calls the CUDA caching allocator in libc10_cuda.
+                println!("cargo:rustc-link-search=native={}", lib.display());
+                println!("cargo:rustc-link-lib=dylib=c10_cuda");
+            }
+            None => println!(
+                "cargo:warning=remat: no CUDA toolkit headers found (set CUDA_HOME); the CUDA \
+                 diagnostics (OOM observer, allocation sites) are left out of this build"
+            ),
+        }
     }
     build.compile("remat_bridge");
 
@@ -71,16 +79,14 @@ fn main() {
         for arg in ["-Wl,--no-as-needed", "-ltorch_cuda", "-Wl,--as-needed"] {
             println!("cargo:rustc-link-arg={arg}");
         }
-        // cuda_diag.cpp calls the CUDA caching allocator in libc10_cuda.
-        println!("cargo:rustc-link-search=native={}", lib.display());
-        println!("cargo:rustc-link-lib=dylib=c10_cuda");
     }
 }
 
-/// Where the CUDA runtime headers are: `$CUDA_HOME/include`, the usual
+/// Where the CUDA toolkit's headers are: `$CUDA_HOME/include`, the usual
 /// toolkit folder, or the headers that the torch wheel's `nvidia-*`
-/// packages install next to it.
-fn cuda_include(lib: &Path) -> PathBuf {
+/// packages install next to it (usable only when complete: with
+/// `crt/host_config.h`).
+fn cuda_include(lib: &Path) -> Option<PathBuf> {
     let mut candidates: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
         .filter_map(|v| env::var_os(v))
@@ -95,15 +101,9 @@ fn cuda_include(lib: &Path) -> PathBuf {
         wheel.sort();
         candidates.extend(wheel);
     }
-    candidates
-        .into_iter()
-        .find(|dir| dir.join("cuda_runtime_api.h").exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "the `cuda` feature needs the CUDA runtime headers (cuda_runtime_api.h): set \
-                 CUDA_HOME to a CUDA toolkit"
-            )
-        })
+    candidates.into_iter().find(|dir| {
+        dir.join("cuda_runtime_api.h").exists() && dir.join("crt/host_config.h").exists()
+    })
 }
 
 /// torch-sys skips its own version check when `LIBTORCH` is set: do it here,

@@ -546,8 +546,9 @@ uintptr_t remat_storage_data(const remat_tensor* t) {
 namespace {
 remat_err no_cuda() {
   return dup_string(
-      "remat was built without CUDA diagnostics: enable the `cuda` feature "
-      "(remat/cuda) and run on a machine with a CUDA device");
+      "this build of remat has no CUDA diagnostics: build with the `cuda` "
+      "feature (remat/cuda) where the CUDA toolkit headers are found "
+      "(CUDA_HOME), and run on a machine with a CUDA device");
 }
 }  // namespace
 

@@ -27,7 +27,8 @@ fn require_cuda(what: &str) -> Result<()> {
     if !cuda_built() {
         return Err(Error::Unsupported(format!(
             "{what} needs CUDA: this build of remat has no CUDA diagnostics; build with the \
-             `cuda` feature (remat/cuda) and run on a machine with a CUDA device"
+             `cuda` feature (remat/cuda) where the CUDA toolkit headers are found (CUDA_HOME), \
+             and run on a machine with a CUDA device"
         )));
     }
     if !tch::Cuda::is_available() {

@@ -78,9 +78,10 @@ pub enum SavedTensorKind {
 ///     let _scope = hooks.push();
 ///     x.sin()
 /// };
-/// // In a checkpoint, the capture callback runs for what a `Save` region keeps.
+/// // In a checkpoint, the capture callback runs for what a `Save` region keeps
+/// // (here `exp`'s result, which it saves for backward).
 /// let _b = remat_runtime::checkpoint("layer.3").saved_tensors_hooks(hooks).call(&x, |x| {
-///     remat_runtime::region("sin", remat_runtime::Policy::Save).call(&x, |x| x.sin())
+///     remat_runtime::region("exp", remat_runtime::Policy::Save).call(&x, |x| x.exp())
 /// });
 /// let infos = infos.lock().unwrap();
 /// assert_eq!((infos[0].kind, infos[0].context.is_none()), (SavedTensorKind::Backward, true));
