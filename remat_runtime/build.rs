@@ -17,9 +17,13 @@ fn main() {
 
     println!("cargo:rerun-if-changed=csrc/bridge.cpp");
     println!("cargo:rerun-if-changed=csrc/bridge.h");
+    println!("cargo:rerun-if-changed=csrc/cuda_diag.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
+    let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
 
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
         .pic(true)
         .std("c++17")
@@ -38,14 +42,36 @@ fn main() {
         )
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .flag_if_supported("-Wno-unused-parameter")
-        .file("csrc/bridge.cpp")
-        .compile("remat_bridge");
+        .file("csrc/bridge.cpp");
+    if cuda {
+        // The CUDA diagnostics (OOM observer, allocation contexts) need the
+        // CUDA toolkit's headers. Without them (a CPU machine checking that
+        // the `cuda` feature links) the stubs in bridge.cpp stand in, and the
+        // diagnostics return an error saying so.
+        match cuda_include(&lib) {
+            Some(dir) => {
+                build
+                    .define("REMAT_CUDA", None)
+                    .flag("-isystem")
+                    .flag(dir.to_str().expect("CUDA include path is not UTF-8"))
+                    .file("csrc/cuda_diag.cpp");
+                // cuda_diag.cpp calls the CUDA caching allocator in libc10_cuda.
+                println!("cargo:rustc-link-search=native={}", lib.display());
+                println!("cargo:rustc-link-lib=dylib=c10_cuda");
+            }
+            None => println!(
+                "cargo:warning=remat: no CUDA toolkit headers found (set CUDA_HOME); the CUDA \
+                 diagnostics (OOM observer, allocation sites) are left out of this build"
+            ),
+        }
+    }
+    build.compile("remat_bridge");
 
     // Our own tests, examples and doctests run from target/: give them an rpath.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     println!("cargo:libtorch_lib={}", lib.display());
 
-    if env::var_os("CARGO_FEATURE_CUDA").is_some() {
+    if cuda {
         // Nothing references libtorch_cuda.so, so `--as-needed` drops it and
         // its static initialisers (which register the CUDA backend) never run.
         // Link args reach only this package's own binaries: every package
@@ -54,6 +80,30 @@ fn main() {
             println!("cargo:rustc-link-arg={arg}");
         }
     }
+}
+
+/// Where the CUDA toolkit's headers are: `$CUDA_HOME/include`, the usual
+/// toolkit folder, or the headers that the torch wheel's `nvidia-*`
+/// packages install next to it (usable only when complete: with
+/// `crt/host_config.h`).
+fn cuda_include(lib: &Path) -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(env::var_os)
+        .map(|home| PathBuf::from(home).join("include"))
+        .collect();
+    candidates.push(PathBuf::from("/usr/local/cuda/include"));
+    if let Ok(entries) = std::fs::read_dir(lib.join("../../nvidia")) {
+        let mut wheel: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path().join("include"))
+            .collect();
+        wheel.sort();
+        candidates.extend(wheel);
+    }
+    candidates.into_iter().find(|dir| {
+        dir.join("cuda_runtime_api.h").exists() && dir.join("crt/host_config.h").exists()
+    })
 }
 
 /// torch-sys skips its own version check when `LIBTORCH` is set: do it here,

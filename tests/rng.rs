@@ -34,6 +34,23 @@ fn dropout_replays_the_forward_mask_and_the_outer_stream_is_untouched() {
         "replay's draws leaked into the outer generator"
     );
 
+    // A replay that fails after drawing still puts the outer stream back.
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    let y = checkpoint("failing")
+        .state_hook(RngStateHook::cpu())
+        .call(&x, move |x| {
+            let h = region("drop", Policy::Recompute).call(&x, |x| x.dropout(0.5, true));
+            if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+                panic!("replay exploded after drawing");
+            }
+            h.sum(Kind::Float)
+        });
+    let before = rng_state(Device::Cpu).unwrap();
+    let err = remat::backward_with(&y, false).unwrap_err();
+    assert!(err.to_string().contains("replay exploded"), "{err}");
+    assert!(rng_state(Device::Cpu).unwrap().equal(&before));
+
     // Without the hook, replay draws a different mask: the gradient differs.
     let _ = x.grad().zero_();
     tch::manual_seed(5);

@@ -5,6 +5,8 @@
 #include "bridge.h"
 
 #include <ATen/ATen.h>
+#include <ATen/SequenceNumber.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -22,6 +24,8 @@
 #endif
 #include <memory>
 #include <mutex>
+#include <sstream>
+#include <unordered_set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -131,6 +135,22 @@ struct RustNode final : public Node {
 // ---------------------------------------------------------------------------
 // Default saved-tensor hooks served from a per-thread stack of Rust pairs.
 
+// A parameter is a leaf that requires grad; a view of one (`w.t()` saved by
+// addmm) counts as one too, since it keeps the parameter's storage.
+bool is_parameter(const at::Tensor& tensor) {
+  if (!tensor.defined()) {
+    return false;
+  }
+  if (tensor.requires_grad() && tensor.is_leaf()) {
+    return true;
+  }
+  if (!tensor.is_view()) {
+    return false;
+  }
+  const at::TensorBase& base = tensor._base();
+  return base.defined() && base.requires_grad() && base.is_leaf();
+}
+
 struct HookPair {
   explicit HookPair(void* rust) : rust(rust) {}
   ~HookPair() {
@@ -154,8 +174,15 @@ struct RustSavedHooks final : public SavedVariableHooks {
     // would make a cycle through its grad_fn and leak the graph.
     auto* alias = new at::Tensor(tensor.detach());
     std::string err;
-    int grad_leaf = tensor.requires_grad() && tensor.is_leaf();
-    void* payload = g_cb.hooks_pack(pair_->rust, alias, grad_leaf, &err);
+    int param = is_parameter(tensor);
+    // Generated autograd code creates the node (taking the thread's next
+    // sequence number) right before it saves the node's inputs and right
+    // after it sets the outputs' history, so the node saving this tensor is
+    // the last one this thread created.
+    uint64_t seq = at::sequence_number::peek();
+    uint64_t thread = at::RecordFunction::currentThreadId();
+    void* payload =
+        g_cb.hooks_pack(pair_->rust, alias, param, thread, seq, &err);
     if (payload == nullptr) {
       throw std::runtime_error(err);
     }
@@ -238,6 +265,10 @@ c10::StorageImpl* storage_of(const at::Tensor* t) {
 }  // namespace
 
 extern "C" {
+
+// For cuda_diag.cpp, the other translation unit.
+const remat_callbacks* remat_internal_callbacks(void) { return &g_cb; }
+char* remat_internal_dup_string(const char* s) { return dup_string(s); }
 
 void remat_bridge_init(const remat_callbacks* callbacks) {
   static std::once_flag once;
@@ -459,6 +490,8 @@ int64_t remat_heap_bytes_in_use(void) {
 #endif
 }
 
+int remat_is_parameter(const remat_tensor* t) { return is_parameter(*t); }
+
 remat_err remat_rng_get_state(int device, remat_tensor** out) {
   return guard([&] {
     at::Generator gen = default_generator(device);
@@ -480,6 +513,65 @@ remat_err remat_backward(const remat_tensor* loss, int keep_graph) {
     torch::autograd::backward({*loss}, {}, keep_graph != 0, false);
   });
 }
+
+remat_err remat_graph_nodes(const remat_tensor* const* roots, size_t n_roots,
+                            char** out) {
+  *out = nullptr;
+  return guard([&] {
+    std::ostringstream lines;
+    std::unordered_set<const Node*> seen;
+    std::vector<Node*> todo;
+    for (size_t i = 0; i < n_roots; ++i) {
+      if (roots[i] != nullptr && roots[i]->defined() && roots[i]->grad_fn()) {
+        todo.push_back(roots[i]->grad_fn().get());
+      }
+    }
+    while (!todo.empty()) {
+      Node* node = todo.back();
+      todo.pop_back();
+      if (node == nullptr || !seen.insert(node).second) {
+        continue;
+      }
+      lines << node->thread_id() << ' ' << node->sequence_nr() << ' '
+            << node->name() << '\n';
+      for (const auto& edge : node->next_edges()) {
+        if (edge.function) {
+          todo.push_back(edge.function.get());
+        }
+      }
+    }
+    *out = dup_string(lines.str().c_str());
+  });
+}
+
+uintptr_t remat_storage_data(const remat_tensor* t) {
+  c10::StorageImpl* s = storage_of(t);
+  if (s == nullptr) {
+    return 0;
+  }
+  return reinterpret_cast<uintptr_t>(s->_mutable_data_ptr_no_checks().get());
+}
+
+#ifndef REMAT_CUDA
+// CPU builds: the CUDA diagnostics live in cuda_diag.cpp, compiled only with
+// the `cuda` feature (it needs the CUDA headers and libc10_cuda).
+namespace {
+remat_err no_cuda() {
+  return dup_string(
+      "this build of remat has no CUDA diagnostics: build with the `cuda` "
+      "feature (remat/cuda) where the CUDA toolkit headers are found "
+      "(CUDA_HOME), and run on a machine with a CUDA device");
+}
+}  // namespace
+
+int remat_cuda_built(void) { return 0; }
+remat_err remat_cuda_attach_oom_observer(void) { return no_cuda(); }
+remat_err remat_cuda_record_contexts(int /*enabled*/) { return no_cuda(); }
+remat_err remat_cuda_blocks(char** out) {
+  *out = nullptr;
+  return no_cuda();
+}
+#endif
 
 uintptr_t remat_grad_fn_key(const remat_tensor* t) {
   return reinterpret_cast<uintptr_t>(t->grad_fn().get());

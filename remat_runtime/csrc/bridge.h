@@ -37,15 +37,24 @@ typedef struct remat_callbacks {
   void (*node_release)(void* ctx);
   void (*node_drop)(void* ctx);
   // Saved-tensor hooks. `tensor` is owned by Rust (a detached alias of the
-  // saved tensor); `grad_leaf` says whether the saved tensor is a leaf that
-  // requires grad (a parameter). Returns a payload, or NULL after
-  // `remat_error_set`.
-  void* (*hooks_pack)(void* hooks, remat_tensor* tensor, int grad_leaf,
-                      void* err);
+  // saved tensor); `param` says whether the saved tensor is a parameter (a
+  // leaf that requires grad) or a view of one; `thread` and `seq` are the
+  // thread's id and next autograd sequence number (the saving node is
+  // `seq - 1` on `thread`, see remat_graph_nodes). Returns a payload, or NULL
+  // after `remat_error_set`.
+  void* (*hooks_pack)(void* hooks, remat_tensor* tensor, int param,
+                      uint64_t thread, uint64_t seq, void* err);
   // Returns an owned tensor, or NULL after `remat_error_set`.
   remat_tensor* (*hooks_unpack)(void* hooks, void* payload, void* err);
   void (*payload_drop)(void* hooks, void* payload);
   void (*hooks_drop)(void* hooks);
+  // CUDA builds only: the caching allocator could not allocate `requested`
+  // bytes on `device` (called before the error propagates).
+  void (*cuda_oom)(int64_t device, uint64_t requested, uint64_t device_total,
+                   uint64_t device_free);
+  // CUDA builds only: a label for the allocation being made (writes at most
+  // `cap` bytes into `buf`, returns the label's full length).
+  size_t (*cuda_alloc_context)(char* buf, size_t cap);
 } remat_callbacks;
 
 void remat_bridge_init(const remat_callbacks* callbacks);
@@ -110,6 +119,8 @@ int remat_is_leaf(const remat_tensor* t);
 // Bytes the C heap has handed out and not taken back (glibc: the main
 // arena's in-use bytes plus every mmapped block), or -1 where unknown.
 int64_t remat_heap_bytes_in_use(void);
+// A leaf that requires grad, or a view of one.
+int remat_is_parameter(const remat_tensor* t);
 // The state of libtorch's default generator of a device (-1: CPU, i: CUDA i).
 remat_err remat_rng_get_state(int device, remat_tensor** out);
 remat_err remat_rng_set_state(int device, const remat_tensor* state);
@@ -117,6 +128,27 @@ remat_err remat_rng_set_state(int device, const remat_tensor* state);
 // keeping the graph for another backward.
 remat_err remat_backward(const remat_tensor* loss, int keep_graph);
 uintptr_t remat_grad_fn_key(const remat_tensor* t);
+// Every node reachable from the roots' grad_fns, one line each:
+// "<thread id> <sequence nr> <name>\n" (a heap string in *out, free it with
+// remat_string_free).
+remat_err remat_graph_nodes(const remat_tensor* const* roots, size_t n_roots,
+                            char** out);
+
+// --- CUDA diagnostics (the `cuda` feature; CPU builds return an error) ------
+
+// 1 when the bridge was built with CUDA diagnostics.
+int remat_cuda_built(void);
+// Attaches an out-of-memory observer to the CUDA caching allocator that calls
+// the `cuda_oom` callback.
+remat_err remat_cuda_attach_oom_observer(void);
+// Starts (or stops) recording a context for every CUDA allocation, from the
+// `cuda_alloc_context` callback.
+remat_err remat_cuda_record_contexts(int enabled);
+// The allocator's live blocks, one line each: "<address> <size> <context>\n"
+// (the context is empty where none was recorded). A heap string in *out.
+remat_err remat_cuda_blocks(char** out);
+// The address of a storage's data (0 when it has none).
+uintptr_t remat_storage_data(const remat_tensor* t);
 
 #ifdef __cplusplus
 }

@@ -51,6 +51,10 @@ pub enum Error {
     /// The closure of a checkpoint or region panicked.
     #[error("{0}")]
     Panic(String),
+    /// Something this build or machine does not have (the CUDA diagnostics
+    /// on a build without the `cuda` feature, or without a CUDA device).
+    #[error("{0}")]
+    Unsupported(String),
     /// A broken invariant of remat itself; please report it.
     #[error("remat internal error: {0}")]
     Internal(String),

@@ -1,7 +1,8 @@
 //! User-defined autograd functions with forward and backward written in Rust.
 
-use crate::bridge::{attach_node, NodeBackward, SavedAccess};
+use crate::bridge::{attach_node, no_grad, NodeBackward, SavedAccess};
 use crate::error::{panic_message, Error, Result};
+use crate::hooks::save_names;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tch::Tensor;
 
@@ -69,12 +70,19 @@ pub trait Function: Send + 'static {
 pub struct ForwardContext {
     names: Vec<String>,
     saved: Vec<Tensor>,
+    /// The first invalid name, reported by `try_apply` after the forward.
+    invalid: Option<String>,
 }
 
 impl ForwardContext {
     /// Saves tensors for backward under names. They are stored as autograd
     /// saved tensors: saved-tensor hooks see them, and modifying one in place
     /// before backward is an error.
+    ///
+    /// Names show in memory reports (instead of `saved.<i>`). A name must be
+    /// non-empty and must not contain `.`; a bad one makes [`try_apply`]
+    /// return an error (and [`apply`] panic). An undefined tensor
+    /// (`Tensor::new()`) keeps its slot and comes back undefined.
     ///
     /// ```
     /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
@@ -105,6 +113,9 @@ impl ForwardContext {
         tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
     ) {
         for (name, t) in tensors {
+            if let Err(message) = save_names::validate(name) {
+                self.invalid.get_or_insert(message);
+            }
             self.names.push(name.to_string());
             self.saved.push(t.shallow_clone());
         }
@@ -318,8 +329,23 @@ pub fn apply<F: Function>(function: F, inputs: &[&Tensor]) -> Vec<Tensor> {
 /// ```
 pub fn try_apply<F: Function>(mut function: F, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let mut ctx = ForwardContext::default();
-    let mut outputs = tch::no_grad(|| function.forward(&mut ctx, inputs))?;
+    let mut outputs = no_grad(|| function.forward(&mut ctx, inputs))?;
     let name = function.name().to_string();
+    if let Some(message) = ctx.invalid.take() {
+        return Err(Error::Function {
+            function: name,
+            message,
+        });
+    }
+    // libtorch packs only defined saves, in order: name exactly those.
+    let _names = save_names::pend(
+        ctx.names
+            .iter()
+            .zip(&ctx.saved)
+            .filter(|(_, t)| t.defined())
+            .map(|(n, _)| n.clone())
+            .collect(),
+    );
     let needs_grad = inputs.iter().map(|t| t.requires_grad()).collect();
     let saved: Vec<&Tensor> = ctx.saved.iter().collect();
     let node = Node {

@@ -44,12 +44,17 @@ pub use checkpointing::frame::{is_recomputing, Phase};
 pub use checkpointing::policy::Policy;
 pub use checkpointing::region::{recompute_needs_tensor, region, Region};
 pub use checkpointing::state::live_checkpoints;
-pub use diagnostics::memory_report::{memory_report, KeptStorage, MemoryReport, RegionMemory};
+pub use diagnostics::cuda::{attach_oom_observer, record_allocation_sites};
+pub use diagnostics::memory_report::{
+    memory_report, InputMemory, KeptStorage, MemoryReport, RegionMemory, StorageView,
+};
 pub use diagnostics::saved_report::{
-    saved_tensors_report, track_saved_tensors, CheckpointMemory, OutsideSaves, SavedTensorsReport,
+    saved_tensors_report, saved_tensors_report_from, track_saved_tensors, CheckpointMemory,
+    OutsideSaves, SavedTensorsReport,
 };
 pub use diagnostics::trace::{
-    collect_trace, enter_scope, trace_scope, ScopeGuard, Trace, TraceEntry,
+    collect_trace, enter_scope, enter_scope_with, trace_scope, trace_scope_with, ScopeGuard, Trace,
+    TraceEntry,
 };
 pub use error::{Error, Result};
 pub use function::{apply, try_apply, BackwardContext, ForwardContext, Function};

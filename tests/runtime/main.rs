@@ -4,6 +4,7 @@
 mod common;
 
 mod behaviour;
+mod diagnostics;
 mod freed;
 mod gradients;
 mod memory;

@@ -153,12 +153,21 @@ fn a_selective_block_keeps_less_than_a_plain_one_and_only_attention() {
 /// block and annotations, small config) reports for one block:
 /// selective: `c::attention: 177.00 KiB` in 9 storages, 1 save rebuilt;
 /// save_mlp: `c::mlp: 272.00 KiB` in 5 storages, 1 save rebuilt.
+/// The reference bills the weights its ops save (`w.t()` of each linear);
+/// remat shows them apart, as parameters: two weights per region, 64 KiB
+/// (attention: 64x192 and 64x64 f32) and 128 KiB (mlp: 64x256 and 256x64).
 #[test]
 fn bytes_kept_per_region_equal_the_python_reference() {
     let model = Model::new(SMALL, 11);
-    for (policy, region, bytes, storages) in [
-        (ModelPolicy::Selective, "c::attention", 177 * 1024, 9),
-        (ModelPolicy::SaveMlp, "c::mlp", 272 * 1024, 5),
+    for (policy, region, bytes, storages, weights) in [
+        (
+            ModelPolicy::Selective,
+            "c::attention",
+            177 * 1024,
+            9,
+            64 * 1024,
+        ),
+        (ModelPolicy::SaveMlp, "c::mlp", 272 * 1024, 5, 128 * 1024),
     ] {
         let block = model.blocks[0].shallow();
         let x = Tensor::randn([SMALL.b, SMALL.t, SMALL.d], (Kind::Float, Device::Cpu))
@@ -167,11 +176,13 @@ fn bytes_kept_per_region_equal_the_python_reference() {
         assert_eq!(report.regions.len(), 1, "{report}");
         let r = &report.regions[0];
         assert_eq!(r.region, region);
+        let params: i64 = r.parameters.iter().map(|p| p.bytes).sum();
         assert_eq!(
             (report.total_bytes(), report.storage_count()),
-            (bytes, storages),
+            (bytes - weights, storages - 2),
             "{report}"
         );
+        assert_eq!((params, r.parameters.len()), (weights, 2), "{report}");
         assert_eq!(r.rebuilt.len(), 1, "{report}");
         y.sum(Kind::Float).backward();
     }
@@ -183,6 +194,7 @@ fn bytes_kept_per_region_equal_the_python_reference() {
 fn memory_report_snapshots_of_the_reference_block() {
     let model = Model::new(SMALL, 11);
     for (policy, name) in [
+        (ModelPolicy::Full, "full"),
         (ModelPolicy::Selective, "selective"),
         (ModelPolicy::SaveMlp, "save_mlp"),
     ] {

@@ -4,11 +4,11 @@
 //! autograd reports as an `Err` from `backward`.
 
 use super::ffi::{self, Callbacks};
-use super::hooks::{HookPair, Payload};
+use super::hooks::{HookPair, NodeId, Payload, SaveSite};
 use super::node::{NodeCtx, SavedAccess};
 use super::{borrow_tensor, give_tensor, take_tensor};
 use crate::error::panic_message;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use torch_sys::C_tensor;
@@ -21,6 +21,8 @@ pub(super) static CALLBACKS: Callbacks = Callbacks {
     hooks_unpack,
     payload_drop,
     hooks_drop,
+    cuda_oom,
+    cuda_alloc_context,
 };
 
 fn set_error(err: *mut c_void, msg: &str) {
@@ -114,14 +116,21 @@ unsafe extern "C" fn node_drop(ctx: *mut c_void) {
 unsafe extern "C" fn hooks_pack(
     hooks: *mut c_void,
     tensor: *mut C_tensor,
-    grad_leaf: c_int,
+    param: c_int,
+    thread: u64,
+    seq: u64,
     err: *mut c_void,
 ) -> *mut c_void {
+    let site = SaveSite {
+        param: param != 0,
+        // A thread that never created a node has nothing to point at.
+        node: seq.checked_sub(1).map(|seq| NodeId { thread, seq }),
+    };
     // SAFETY: C++ hands over ownership of `tensor`; `hooks` is the
     // `Arc<dyn HookPair>` box pushed by `push_hooks`, alive while C++ holds it.
     let (pair, tensor) = unsafe { (&*(hooks as *const Arc<dyn HookPair>), take_tensor(tensor)) };
     match run(err, "saved-tensor pack hook", || {
-        pair.pack_saved(tensor, grad_leaf != 0)
+        pair.pack_saved(tensor, site)
     }) {
         Some(payload) => Box::into_raw(Box::new(Mutex::new(payload))) as *mut c_void,
         None => std::ptr::null_mut(),
@@ -163,4 +172,26 @@ unsafe extern "C" fn hooks_drop(hooks: *mut c_void) {
         // SAFETY: called once, when the last C++ reference to the pair goes.
         drop(unsafe { Box::from_raw(hooks as *mut Arc<dyn HookPair>) });
     })
+}
+
+unsafe extern "C" fn cuda_oom(device: i64, requested: u64, total: u64, free: u64) {
+    // The allocator raises its own error afterwards: a failure to report is
+    // swallowed, never unwound into it.
+    run_quietly(|| {
+        super::cuda::on_oom(super::cuda::OomEvent {
+            device,
+            requested,
+            device_total: total,
+            device_free: free,
+        })
+    })
+}
+
+unsafe extern "C" fn cuda_alloc_context(buf: *mut c_char, cap: usize) -> usize {
+    let label = catch_unwind(super::cuda::allocation_label).unwrap_or_default();
+    let bytes = label.as_bytes();
+    let n = bytes.len().min(cap);
+    // SAFETY: C++ passes a buffer of `cap` writable bytes; we write `n <= cap`.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), n) };
+    bytes.len()
 }

@@ -22,7 +22,9 @@ pub(super) struct Callbacks {
     pub hooks_pack: unsafe extern "C" fn(
         hooks: *mut c_void,
         tensor: *mut C_tensor,
-        grad_leaf: c_int,
+        param: c_int,
+        thread: u64,
+        seq: u64,
         err: *mut c_void,
     ) -> *mut c_void,
     pub hooks_unpack: unsafe extern "C" fn(
@@ -32,6 +34,8 @@ pub(super) struct Callbacks {
     ) -> *mut C_tensor,
     pub payload_drop: unsafe extern "C" fn(hooks: *mut c_void, payload: *mut c_void),
     pub hooks_drop: unsafe extern "C" fn(hooks: *mut c_void),
+    pub cuda_oom: unsafe extern "C" fn(device: i64, requested: u64, total: u64, free: u64),
+    pub cuda_alloc_context: unsafe extern "C" fn(buf: *mut c_char, cap: usize) -> usize,
 }
 
 extern "C" {
@@ -96,7 +100,18 @@ extern "C" {
     pub(super) fn remat_graph_task_keep_graph() -> c_int;
     pub(super) fn remat_is_leaf(t: *const C_tensor) -> c_int;
     pub(super) fn remat_heap_bytes_in_use() -> i64;
+    pub(super) fn remat_is_parameter(t: *const C_tensor) -> c_int;
     pub(super) fn remat_rng_get_state(device: c_int, out: *mut *mut C_tensor) -> RematErr;
     pub(super) fn remat_rng_set_state(device: c_int, state: *const C_tensor) -> RematErr;
     pub(super) fn remat_backward(loss: *const C_tensor, keep_graph: c_int) -> RematErr;
+    pub(super) fn remat_cuda_built() -> c_int;
+    pub(super) fn remat_cuda_attach_oom_observer() -> RematErr;
+    pub(super) fn remat_cuda_record_contexts(enabled: c_int) -> RematErr;
+    pub(super) fn remat_cuda_blocks(out: *mut *mut c_char) -> RematErr;
+    pub(super) fn remat_storage_data(t: *const C_tensor) -> usize;
+    pub(super) fn remat_graph_nodes(
+        roots: *const *const C_tensor,
+        n_roots: usize,
+        out: *mut *mut c_char,
+    ) -> RematErr;
 }

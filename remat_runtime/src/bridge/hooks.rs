@@ -10,15 +10,34 @@ use tch::Tensor;
 /// What a pack hook returns; kept by libtorch's SavedVariable until unpack.
 pub(crate) type Payload = Box<dyn Any + Send>;
 
+/// An autograd node as libtorch numbers it: the forward thread's id and the
+/// node's sequence number on that thread (unique together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct NodeId {
+    pub thread: u64,
+    pub seq: u64,
+}
+
+/// What libtorch tells about a save as it is packed.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SaveSite {
+    /// The saved tensor is a parameter (a leaf that requires grad) or a view
+    /// of one: it is not activation memory.
+    pub param: bool,
+    /// The node that saves it: the last node the thread created (see
+    /// [`crate::bridge::graph_nodes`] for which nodes this holds for).
+    pub node: Option<NodeId>,
+}
+
 /// A pack/unpack pair as libtorch sees it. Unpack may run on an autograd
 /// worker thread, hence `Send + Sync`; payloads are locked while unpacked.
 pub(crate) trait HookPair: Send + Sync + 'static {
     /// Receives a detached alias of the tensor being saved.
     fn pack(&self, tensor: Tensor) -> Result<Payload, String>;
-    /// What libtorch calls: `grad_leaf` says the saved tensor is a leaf that
-    /// requires grad (a parameter). Most pairs do not care.
-    fn pack_saved(&self, tensor: Tensor, grad_leaf: bool) -> Result<Payload, String> {
-        let _ = grad_leaf;
+    /// What libtorch calls, with where the save was made. Most pairs do not
+    /// care.
+    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
+        let _ = site;
         self.pack(tensor)
     }
     /// Gives back the tensor for a payload this pair packed.

@@ -7,20 +7,26 @@
 //! strings; Rust callbacks catch every panic before returning to C++.
 
 mod callbacks;
+mod cuda;
 mod ffi;
 mod hooks;
 mod node;
 mod placeholder;
 mod storage;
 
-pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload};
-pub(crate) use node::{attach_node, grad_fn_saved, NodeBackward, SavedAccess};
+pub(crate) use cuda::{
+    attach_oom_observer, cuda_blocks, cuda_built, record_allocation_contexts, storage_data,
+    OomEvent,
+};
+pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite};
+pub(crate) use node::{attach_node, grad_fn_saved, graph_nodes, NodeBackward, SavedAccess};
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
 pub use storage::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, heap_bytes_in_use, is_leaf,
     rng_state, set_grad_enabled, set_rng_state, storage_key, storage_nbytes, storage_offset,
     tensor_version, GradModeGuard, StorageKey, WeakStorage, WeakTensor,
 };
+pub(crate) use storage::{is_parameter, no_grad};
 
 use crate::error::{Error, Result};
 use std::ffi::CStr;

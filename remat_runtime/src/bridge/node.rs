@@ -1,10 +1,12 @@
 //! Custom autograd nodes whose backward is Rust code.
 
+use super::hooks::NodeId;
 use super::{check, ffi, init, take_tensor};
 use crate::error::Result;
-use std::ffi::CString;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
 use std::marker::PhantomData;
-use std::os::raw::c_void;
+use std::os::raw::{c_char, c_void};
 use tch::Tensor;
 use torch_sys::C_tensor;
 
@@ -106,4 +108,37 @@ pub(crate) fn grad_fn_saved(t: &Tensor, i: usize) -> Result<Tensor> {
         check(ffi::remat_grad_fn_saved(t.as_ptr(), i, &mut out))?;
         Ok(take_tensor(out))
     }
+}
+
+/// Every autograd node reachable from the roots, by id, with its name
+/// (`AddmmBackward0`, or a custom function's name).
+///
+/// A save's [`super::SaveSite::node`] finds its node here for every node
+/// created by libtorch's generated autograd code and by remat's own
+/// functions: both create the node, then save right away.
+pub(crate) fn graph_nodes(roots: &[&Tensor]) -> Result<HashMap<NodeId, String>> {
+    let ptrs: Vec<*const C_tensor> = roots.iter().map(|t| t.as_ptr()).collect();
+    let mut out: *mut c_char = std::ptr::null_mut();
+    // SAFETY: `ptrs` holds `ptrs.len()` live tensors borrowed for the call;
+    // on success `out` is a heap string we free below.
+    check(unsafe { ffi::remat_graph_nodes(ptrs.as_ptr(), ptrs.len(), &mut out) })?;
+    if out.is_null() {
+        return Ok(HashMap::new());
+    }
+    // SAFETY: a non-null `out` is a NUL-terminated string from the bridge,
+    // copied then freed exactly once.
+    let text = unsafe {
+        let text = CStr::from_ptr(out).to_string_lossy().into_owned();
+        ffi::remat_string_free(out);
+        text
+    };
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ' ');
+            let thread = parts.next()?.parse().ok()?;
+            let seq = parts.next()?.parse().ok()?;
+            Some((NodeId { thread, seq }, parts.next()?.to_string()))
+        })
+        .collect())
 }

@@ -223,6 +223,13 @@ impl Drop for GradModeGuard {
     }
 }
 
+/// Runs `f` with grad mode off and restores the previous mode however `f`
+/// ends, panics included (`tch::no_grad` restores it only on return).
+pub(crate) fn no_grad<R>(f: impl FnOnce() -> R) -> R {
+    let _guard = GradModeGuard::new(false);
+    f()
+}
+
 /// The id of the backward (graph task) running on this thread, if any.
 ///
 /// ```
@@ -279,6 +286,13 @@ pub fn heap_bytes_in_use() -> Option<u64> {
     // SAFETY: reads glibc's counters; no arguments.
     let n = unsafe { ffi::remat_heap_bytes_in_use() };
     u64::try_from(n).ok()
+}
+
+/// Whether `t` is a parameter (a leaf that requires grad) or a view of one:
+/// what reports leave out of activation memory.
+pub(crate) fn is_parameter(t: &Tensor) -> bool {
+    // SAFETY: `t` is a live tensor.
+    unsafe { ffi::remat_is_parameter(t.as_ptr()) != 0 }
 }
 
 /// Runs backward from `loss` (accumulating into the leaves' `grad`), keeping

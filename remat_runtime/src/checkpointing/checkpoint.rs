@@ -8,12 +8,12 @@
 //! Invariant: whatever the forward pushes (hooks, frame) is popped by guards,
 //! also when the closure panics; with grad mode off the closure simply runs.
 
-use crate::bridge::grad_enabled;
+use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, WeakStorage};
 use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holder::ForwardHooks;
 use crate::checkpointing::nodes;
-use crate::checkpointing::state::{Body, CheckpointState, StateOptions};
+use crate::checkpointing::state::{Body, CheckpointState, KeptInput, StateOptions};
 use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::hooks::state::{snapshot_all, RecomputeStateHook};
@@ -281,6 +281,7 @@ impl Checkpoint {
         // An explicit pair wins over one pushed around the checkpoint.
         let user_hooks = self.saved_tensors_hooks.or_else(TensorHooks::ambient);
         let saver = {
+            let _saving = nodes::saving_inputs();
             let _inputs = user_hooks
                 .as_ref()
                 .map(|h| h.push_as(SavedTensorKind::CheckpointInput));
@@ -293,6 +294,17 @@ impl Checkpoint {
                 .map(|t| t.map(|t| nodes::boundary(t).unwrap_or_else(|e| panic!("{e}"))))
                 .collect()
         });
+        let kept_inputs = saved
+            .iter()
+            .filter_map(|t| {
+                Some(KeptInput {
+                    storage: WeakStorage::new(t)?,
+                    nbytes: storage_nbytes(t),
+                    param: is_parameter(t),
+                    offloaded: user_hooks.is_some(),
+                })
+            })
+            .collect();
         let state = CheckpointState::new(StateOptions {
             name: self.name.map(Arc::from),
             determinism: self.determinism,
@@ -301,6 +313,7 @@ impl Checkpoint {
             body: erased,
             input_saver: saver,
             present,
+            inputs: kept_inputs,
         });
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));

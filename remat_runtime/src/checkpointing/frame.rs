@@ -59,6 +59,8 @@ pub(crate) struct Frame {
     pub save_depth: usize,
     /// The user's saved-tensor hooks for `Save` regions of this frame.
     pub user_hooks: Option<TensorHooks>,
+    /// The region running now (diagnostics: OOM reports, allocation sites).
+    pub region: Option<Cow<'static, str>>,
 }
 
 thread_local! {
@@ -83,6 +85,7 @@ pub(crate) fn push(
             claimed: HashSet::new(),
             save_depth: 0,
             user_hooks,
+            region: None,
         });
         FrameGuard {
             depth: frames.len() - 1,
@@ -121,6 +124,47 @@ impl Drop for SaveBodyGuard {
             }
         });
     }
+}
+
+/// Puts back the region that ran before [`enter_region`] when dropped.
+pub(crate) struct RegionGuard {
+    depth: usize,
+    previous: Option<Cow<'static, str>>,
+}
+
+/// Marks `name` as the running region of the innermost frame until the
+/// guard is dropped.
+pub(crate) fn enter_region(name: Cow<'static, str>) -> Option<RegionGuard> {
+    FRAMES.with(|f| {
+        let mut frames = f.borrow_mut();
+        let depth = frames.len().checked_sub(1)?;
+        let previous = frames[depth].region.replace(name);
+        Some(RegionGuard { depth, previous })
+    })
+}
+
+impl Drop for RegionGuard {
+    fn drop(&mut self) {
+        FRAMES.with(|f| {
+            if let Some(frame) = f.borrow_mut().get_mut(self.depth) {
+                frame.region = self.previous.take();
+            }
+        });
+    }
+}
+
+/// Where this thread is: `checkpoint::region (forward)`, or `None` outside
+/// checkpoints (diagnostics only).
+pub(crate) fn describe_position() -> Option<String> {
+    with_top(|f| {
+        f.map(|f| {
+            let place = match &f.region {
+                Some(r) => f.state.region_display(r),
+                None => f.state.display_name().to_string(),
+            };
+            format!("{place} ({})", f.phase.describe())
+        })
+    })
 }
 
 /// Whether the current thread is replaying a checkpoint (inside backward).

@@ -1,6 +1,6 @@
 //! The two autograd nodes the runtime adds to graphs.
 
-use crate::bridge::{attach_node, NodeBackward, SavedAccess};
+use crate::bridge::{attach_node, no_grad, NodeBackward, SavedAccess};
 use crate::error::Result;
 use tch::Tensor;
 
@@ -19,13 +19,37 @@ impl NodeBackward for SaveInputs {
     }
 }
 
+thread_local! {
+    static SAVING_INPUTS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as saving a checkpoint's inputs until dropped, so that
+/// whoever packs them (the whole-model report's tracker) can tell them from
+/// activations.
+pub(crate) struct SavingInputs(bool);
+
+pub(crate) fn saving_inputs() -> SavingInputs {
+    SavingInputs(SAVING_INPUTS.with(|s| s.replace(true)))
+}
+
+impl Drop for SavingInputs {
+    fn drop(&mut self) {
+        SAVING_INPUTS.with(|s| s.set(self.0));
+    }
+}
+
+/// Whether the save being packed now is a checkpoint input.
+pub(crate) fn is_saving_inputs() -> bool {
+    SAVING_INPUTS.with(|s| s.get())
+}
+
 /// A node holding `inputs` as saved tensors; read them back with
 /// [`crate::bridge::grad_fn_saved`] on the returned tensor.
 pub(crate) fn save_inputs(inputs: &[&Tensor]) -> Result<Tensor> {
     // A dummy leaf that requires grad guarantees the node is created even
     // when no input requires grad (parameters captured by the closure may).
     let dummy = Tensor::empty([0], tch::kind::FLOAT_CPU).set_requires_grad(true);
-    let mut out = vec![tch::no_grad(|| Tensor::empty([0], tch::kind::FLOAT_CPU))];
+    let mut out = vec![no_grad(|| Tensor::empty([0], tch::kind::FLOAT_CPU))];
     attach_node(
         Box::new(SaveInputs),
         "CheckpointSaveInputs",
@@ -58,7 +82,7 @@ pub(crate) fn boundary(t: Tensor) -> Result<Tensor> {
         return Ok(t);
     }
     let marker = Tensor::empty([0], (t.kind(), t.device()));
-    let mut out = vec![tch::no_grad(|| t.view_as(&t))];
+    let mut out = vec![no_grad(|| t.view_as(&t))];
     attach_node(
         Box::new(Boundary),
         "CheckpointBoundary",
@@ -92,7 +116,7 @@ impl NodeBackward for ServedIdentity {
 /// although the forward's graph held nothing of it.
 pub(crate) fn non_leaf(value: &Tensor) -> Result<Tensor> {
     let dummy = Tensor::empty([0], tch::kind::FLOAT_CPU).set_requires_grad(true);
-    let mut out = vec![tch::no_grad(|| value.detach())];
+    let mut out = vec![no_grad(|| value.detach())];
     attach_node(
         Box::new(ServedIdentity),
         "ServedOnReplay",

@@ -39,17 +39,62 @@ pub(crate) struct SaveRecord {
 
 /// A save kept as is, for reports.
 pub(crate) struct KeptRow {
-    /// Index of the save (`saved.<i>`).
-    pub save: usize,
+    /// The name given to `save_for_backward`, or `saved.<i>`.
+    pub name: String,
     pub storage: WeakStorage,
     pub nbytes: i64,
-    pub sizes: Vec<i64>,
+    pub layout: Layout,
     pub kind: Kind,
+    /// A parameter (or a view of one): not activation memory.
+    pub param: bool,
+    /// Where its storage's data is (to find its allocation).
+    pub address: usize,
+}
+
+/// Where a tensor sits in its storage: what tells aliases (same layout)
+/// from views of another shape, and how much of the storage it covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub sizes: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub offset: i64,
+    pub element_size: i64,
+}
+
+impl Layout {
+    pub(crate) fn of(t: &Tensor) -> Layout {
+        Layout {
+            sizes: t.size(),
+            strides: t.stride(),
+            offset: crate::bridge::storage_offset(t),
+            element_size: t.kind().elt_size_in_bytes() as i64,
+        }
+    }
+
+    /// The bytes `[start, end)` its elements span (from its first to its
+    /// last addressed element; exact for contiguous tensors).
+    pub(crate) fn span(&self) -> (i64, i64) {
+        if self.sizes.contains(&0) {
+            return (0, 0);
+        }
+        let (mut low, mut high) = (self.offset, self.offset);
+        for (size, stride) in self.sizes.iter().zip(&self.strides) {
+            let reach = (size - 1) * stride;
+            if reach < 0 {
+                low += reach;
+            } else {
+                high += reach;
+            }
+        }
+        (low * self.element_size, (high + 1) * self.element_size)
+    }
 }
 
 pub(crate) struct OutputSpec {
     pub spec: PlaceholderSpec,
     pub requires_grad: bool,
+    /// Its storage, weakly: reports say when the output is gone.
+    pub storage: Option<WeakStorage>,
 }
 
 /// A persisted output.
@@ -68,8 +113,8 @@ pub(crate) enum Slot {
 pub(crate) struct Recipe {
     pub input: usize,
     pub view: Option<ViewSpec>,
-    /// Index of the save (`saved.<i>`).
-    pub save: usize,
+    /// The save's name (given, or `saved.<i>`).
+    pub name: String,
 }
 
 #[derive(Default)]
@@ -87,6 +132,7 @@ pub(crate) struct RecordInner {
     pub identity_storages: HashSet<StorageKey>,
     pub kept: Vec<KeptRow>,
     pub offloaded: usize,
+    /// How many unnamed saves so far (the next is `saved.<unnamed>`).
     pub unnamed: usize,
     /// The user's hooks at region entry, for persisted outputs, and the
     /// context they captured at region exit.
@@ -132,7 +178,7 @@ impl SaveRecord {
             Some(hooks) => {
                 let context = inner.output_context.clone();
                 let payload = hooks
-                    .pack(value, SavedTensorKind::SaveOutput, context)
+                    .pack(value, SavedTensorKind::SaveOutput, context, false)
                     .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
                 Slot::Packed { hooks, payload }
             }

@@ -156,6 +156,7 @@ impl Region {
             Mode::Plain => return Ok(body(inputs)),
             Mode::Run(state, phase) => (state, phase),
         };
+        let _running = frame::enter_region(self.name.clone());
         match (phase, self.policy) {
             (Phase::Forward, Policy::Recompute) => {
                 persist(&state.persist, &inputs)?;

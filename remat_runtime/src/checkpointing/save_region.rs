@@ -7,17 +7,19 @@
 //! the body never runs.
 
 use crate::bridge::{
-    graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder, storage_key,
-    storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec, WeakStorage,
+    graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder, storage_data,
+    storage_key, storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec, SaveSite,
+    WeakStorage,
 };
 use crate::checkpointing::frame;
 use crate::checkpointing::nodes::non_leaf;
 use crate::checkpointing::record::{
-    save_name, KeptRow, OutputSpec, Recipe, RecordInner, SaveRecord, Slot,
+    save_name, KeptRow, Layout, OutputSpec, Recipe, RecordInner, SaveRecord, Slot,
 };
 use crate::checkpointing::saved_input::{classify, rebuild, InputInfo};
 use crate::checkpointing::state::CheckpointState;
 use crate::error::{Error, Result};
+use crate::hooks::save_names;
 use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::hooks::state::{restore_all, snapshot_all};
 use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
@@ -44,7 +46,7 @@ enum Saved {
     Kept {
         value: Tensor,
         version: u32,
-        save: usize,
+        name: String,
         region: Arc<SaveRecord>,
     },
 }
@@ -54,13 +56,20 @@ struct SaveHooks(Arc<SaveRecord>);
 
 impl HookPair for SaveHooks {
     fn pack(&self, tensor: Tensor) -> std::result::Result<Payload, String> {
+        self.pack_saved(tensor, SaveSite::default())
+    }
+
+    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> std::result::Result<Payload, String> {
         let record = &self.0;
         let mut inner = lock(&record.inner);
-        let save = inner.unnamed;
-        inner.unnamed += 1;
+        // A name given to `save_for_backward`, or the next `saved.<i>`.
+        let name = save_names::next().unwrap_or_else(|| {
+            inner.unnamed += 1;
+            save_name(inner.unnamed - 1)
+        });
         if let Some((input, view)) = classify(&tensor, &inner.inputs) {
             let slot = inner.recipes.len();
-            inner.recipes.push(Recipe { input, view, save });
+            inner.recipes.push(Recipe { input, view, name });
             inner.rebuilt.push(None);
             return Ok(Box::new(Saved::Rebuilt {
                 record: record.clone(),
@@ -70,28 +79,32 @@ impl HookPair for SaveHooks {
         drop(inner);
         if let Some(hooks) = frame::user_hooks() {
             let context = hooks.capture();
-            let payload = hooks.pack(tensor, SavedTensorKind::Backward, context)?;
+            let payload = hooks.pack(tensor, SavedTensorKind::Backward, context, site.param)?;
             lock(&record.inner).offloaded += 1;
             return Ok(Box::new(Saved::User { hooks, payload }));
         }
         let mut inner = lock(&record.inner);
         if let Some(key) = storage_key(&tensor) {
-            inner.identity_storages.insert(key);
+            if !site.param {
+                inner.identity_storages.insert(key);
+            }
         }
         if let Some(storage) = WeakStorage::new(&tensor) {
             inner.kept.push(KeptRow {
-                save,
+                name: name.clone(),
                 storage,
                 nbytes: storage_nbytes(&tensor),
-                sizes: tensor.size(),
+                layout: Layout::of(&tensor),
                 kind: tensor.kind(),
+                param: site.param,
+                address: storage_data(&tensor),
             });
         }
         let version = tensor_version(&tensor).map_err(|e| e.to_string())?;
         Ok(Box::new(Saved::Kept {
             value: tensor,
             version,
-            save,
+            name,
             region: record.clone(),
         }))
     }
@@ -106,7 +119,7 @@ impl HookPair for SaveHooks {
                         .error(format!(
                             "its saved input `{}` was not rebuilt by a replay; forward and \
                              replay followed different code paths",
-                            save_name(inner.recipes[*slot].save)
+                            inner.recipes[*slot].name
                         ))
                         .to_string()),
                 }
@@ -114,10 +127,9 @@ impl HookPair for SaveHooks {
             Some(Saved::Kept {
                 value,
                 version,
-                save,
+                name,
                 region,
             }) => {
-                let name = save_name(*save);
                 let now = tensor_version(value).map_err(|e| e.to_string())?;
                 if now != *version {
                     return Err(region
@@ -187,6 +199,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
                 p.as_ref().map(|t| OutputSpec {
                     spec: PlaceholderSpec::of(t),
                     requires_grad: t.requires_grad(),
+                    storage: WeakStorage::new(t),
                 })
             })
             .collect();
@@ -252,7 +265,7 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
                      reproduce, but that input replays as a placeholder: it is bare code's \
                      view or result of an upstream `save` region's output. Make that \
                      producer a `recompute` region, or pass its output to this region directly",
-                    save_name(recipe.save)
+                    recipe.name
                 )));
             }
             let value = rebuild(base, &recipe.view).map_err(|m| record.error(m))?;

@@ -9,6 +9,7 @@
 //! mechanism that uses it lives in the files above (`holder`, `replay`,
 //! `region`, `save_region`, `checkpoint`).
 
+use crate::bridge::WeakStorage;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
 use crate::checkpointing::persist::PersistIndex;
 use crate::checkpointing::record::SaveRecord;
@@ -36,6 +37,8 @@ pub(crate) struct CheckpointState {
     pub input_saver: Mutex<Option<Tensor>>,
     /// Which flat inputs were present (absent ones are not saved).
     pub present: Vec<bool>,
+    /// Its inputs as saved for replay (reports only).
+    pub inputs: Vec<KeptInput>,
     /// Serialises replays of this checkpoint.
     pub replay_lock: Mutex<()>,
     /// `Save` outputs by storage (its own lock: persisting runs user hooks,
@@ -98,6 +101,17 @@ pub fn live_checkpoints() -> usize {
 }
 
 /// What a new [`CheckpointState`] starts from.
+/// A checkpoint input as the forward saved it for replay, for reports
+/// (weakly: the saver node holds the input while the graph lives).
+pub(crate) struct KeptInput {
+    pub storage: WeakStorage,
+    pub nbytes: i64,
+    /// A parameter (or a view of one): not activation memory.
+    pub param: bool,
+    /// Packed by the user's saved-tensor hooks rather than kept as is.
+    pub offloaded: bool,
+}
+
 pub(crate) struct StateOptions {
     pub name: Option<Arc<str>>,
     pub determinism: Determinism,
@@ -106,6 +120,7 @@ pub(crate) struct StateOptions {
     pub body: Body,
     pub input_saver: Tensor,
     pub present: Vec<bool>,
+    pub inputs: Vec<KeptInput>,
 }
 
 impl CheckpointState {
@@ -120,6 +135,7 @@ impl CheckpointState {
             body: Mutex::new(options.body),
             input_saver: Mutex::new(Some(options.input_saver)),
             present: options.present,
+            inputs: options.inputs,
             replay_lock: Mutex::new(()),
             persist: Mutex::new(PersistIndex::default()),
             inner: Mutex::new(Inner::default()),

@@ -3,9 +3,10 @@
 //! Invariant: every storage is billed whole and once per report, however
 //! many saves and outputs use it.
 
-use crate::bridge::{storage_key, storage_nbytes, StorageKey};
+use crate::bridge::{storage_data, storage_key, storage_nbytes, StorageKey};
 use crate::checkpointing::frame::{self, Phase};
-use crate::checkpointing::record::{save_name, SaveRecord, Slot};
+use crate::checkpointing::record::{Layout, SaveRecord, Slot};
+use crate::checkpointing::state::CheckpointState;
 use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
 use crate::sync::lock;
@@ -31,16 +32,49 @@ use tch::Kind;
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeptStorage {
-    /// The saves (`saved.<i>`) and outputs (`output.<i>`) that use it.
+    /// The saves (their `save_for_backward` names, or `saved.<i>`) and
+    /// outputs (`output.<i>`) that are this storage's main tensor: aliases
+    /// with one shape and layout.
     pub names: Vec<String>,
-    /// The storage's whole size.
+    /// The storage's whole size (all of it stays resident).
     pub bytes: i64,
-    /// Shape of the first tensor seen on it.
+    /// Shape of the main tensor.
     pub sizes: Vec<i64>,
     /// Its element type.
     pub kind: Kind,
+    /// Bytes of the storage that the kept tensors cover (less than `bytes`
+    /// when only part of a larger storage is kept).
+    pub held: i64,
+    /// Kept tensors of other shapes or layouts on the same storage.
+    pub views: Vec<StorageView>,
     /// A note from [`MemoryReport::annotate`] (e.g. where it was allocated).
     pub annotation: Option<String>,
+    /// Where the storage's data is (finds its allocation in the CUDA
+    /// allocator's snapshot).
+    pub(crate) address: usize,
+}
+
+/// A kept tensor that views a [`KeptStorage`] with another shape or layout.
+///
+/// ```
+/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// let x = tch::Tensor::ones([4, 6], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let _y = checkpoint("block").call(&x, |x| {
+///     // `exp` keeps its result; `tanh` saves a transposed view of it as its output.
+///     let h = region("exp_t", Policy::Save).call(&x, |x| x.exp().tr().tanh());
+///     let report = memory_report().unwrap();
+///     assert!(report.regions[0].storages().count() >= 1);
+///     h
+/// });
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct StorageView {
+    /// The saves and outputs with this layout.
+    pub names: Vec<String>,
+    /// Its shape.
+    pub sizes: Vec<i64>,
+    /// Bytes of the storage it spans.
+    pub spans: i64,
 }
 
 /// What one `Save` region keeps.
@@ -71,6 +105,12 @@ pub struct RegionMemory {
     pub rebuilt: Vec<String>,
     /// Saves and outputs handed to saved-tensor hooks (not resident here).
     pub offloaded: usize,
+    /// Parameters (and views of them) its ops saved: resident, but not
+    /// activation memory, so not counted in its bytes.
+    pub parameters: Vec<KeptStorage>,
+    /// Its outputs are all gone and so is everything it kept: it shows 0 B
+    /// because its saves were already released.
+    pub released: bool,
 }
 
 impl RegionMemory {
@@ -128,8 +168,54 @@ impl RegionMemory {
 pub struct MemoryReport {
     /// The checkpoint's name.
     pub checkpoint: String,
+    /// Its inputs, kept for replay (not counted in [`MemoryReport::total_bytes`]).
+    pub inputs: Option<InputMemory>,
     /// One entry per `Save` region, in forward order.
     pub regions: Vec<RegionMemory>,
+}
+
+/// What a checkpoint keeps of its inputs so that replay can run.
+///
+/// ```
+/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// let w = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let x = &w * 2; // an activation: kept for replay
+/// let _y = checkpoint("block").call((&x, &w), |(x, w)| {
+///     let inputs = memory_report().unwrap().inputs.unwrap();
+///     assert_eq!((inputs.bytes, inputs.storages, inputs.parameters), (16, 1, 1));
+///     region("mul", Policy::Recompute).call((&x, &w), |(x, w)| x * w)
+/// });
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InputMemory {
+    /// Bytes of the input storages kept as is (each storage once).
+    pub bytes: i64,
+    /// How many storages that is.
+    pub storages: usize,
+    /// Inputs handed to saved-tensor hooks instead.
+    pub offloaded: usize,
+    /// Inputs that are parameters (or views of one): not counted.
+    pub parameters: usize,
+}
+
+/// The inputs `state` keeps for replay, skipping storages in `billed` (and
+/// adding the ones it counts).
+pub(crate) fn input_memory(
+    state: &CheckpointState,
+    billed: &mut HashSet<StorageKey>,
+) -> InputMemory {
+    let mut m = InputMemory::default();
+    for i in &state.inputs {
+        if i.param {
+            m.parameters += 1;
+        } else if i.offloaded {
+            m.offloaded += 1;
+        } else if i.storage.is_alive() && billed.insert(i.storage.key()) {
+            m.bytes += i.nbytes;
+            m.storages += 1;
+        }
+    }
+    m
 }
 
 impl MemoryReport {
@@ -206,46 +292,117 @@ impl fmt::Display for MemoryReport {
             human_bytes(self.total_bytes()),
             self.storage_count()
         )?;
+        if let Some(inputs) = &self.inputs {
+            write_inputs(f, "  ", inputs)?;
+        }
         for r in &self.regions {
-            writeln!(
+            write_region(f, r, "  ")?;
+        }
+        Ok(())
+    }
+}
+
+/// The checkpoint-inputs line of a report.
+pub(crate) fn write_inputs(f: &mut fmt::Formatter<'_>, pad: &str, i: &InputMemory) -> fmt::Result {
+    write!(
+        f,
+        "{pad}inputs kept for replay: {} in {} storage(s)",
+        human_bytes(i.bytes),
+        i.storages
+    )?;
+    if i.offloaded > 0 {
+        write!(f, ", {} offloaded by saved-tensor hooks", i.offloaded)?;
+    }
+    if i.parameters > 0 {
+        write!(
+            f,
+            ", {} leaf input(s) requiring grad (parameters) not counted",
+            i.parameters
+        )?;
+    }
+    writeln!(f)
+}
+
+/// One region of a memory report: its line, its storages with their views,
+/// its parameters and its footers.
+pub(crate) fn write_region(f: &mut fmt::Formatter<'_>, r: &RegionMemory, pad: &str) -> fmt::Result {
+    write!(
+        f,
+        "{pad}{} ({}): {}",
+        r.region,
+        r.location,
+        human_bytes(r.bytes())
+    )?;
+    if r.released {
+        write!(
+            f,
+            "  ! output no longer alive: its saves were already released"
+        )?;
+    }
+    writeln!(f)?;
+    let rows = |f: &mut fmt::Formatter<'_>, storages: &mut dyn Iterator<Item = &KeptStorage>| {
+        for s in storages {
+            write!(
                 f,
-                "  {} ({}): {}",
-                r.region,
-                r.location,
-                human_bytes(r.bytes())
+                "{pad}  {:>10}  {}  {:?} {:?}",
+                human_bytes(s.bytes),
+                s.names.join(" = "),
+                s.sizes,
+                s.kind
             )?;
-            for s in r.storages() {
+            if s.held < s.bytes {
                 write!(
                     f,
-                    "    {:>10}  {}  {:?} {:?}",
-                    human_bytes(s.bytes),
-                    s.names.join(" = "),
-                    s.sizes,
-                    s.kind
-                )?;
-                match &s.annotation {
-                    Some(note) => writeln!(f, "  {note}")?,
-                    None => writeln!(f)?,
-                }
-            }
-            if !r.rebuilt.is_empty() {
-                writeln!(
-                    f,
-                    "    + {} save(s) rebuilt on replay, not kept: {}",
-                    r.rebuilt.len(),
-                    r.rebuilt.join(", ")
+                    "  holds {} of {}",
+                    human_bytes(s.held),
+                    human_bytes(s.bytes)
                 )?;
             }
-            if r.offloaded > 0 {
+            match &s.annotation {
+                Some(note) => writeln!(f, "  {note}")?,
+                None => writeln!(f)?,
+            }
+            for v in &s.views {
                 writeln!(
                     f,
-                    "    + {} offloaded by saved-tensor hooks, not resident",
-                    r.offloaded
+                    "{pad}  {:>10}  - {}  view {:?}  spans {}",
+                    "",
+                    v.names.join(" = "),
+                    v.sizes,
+                    human_bytes(v.spans)
                 )?;
             }
         }
         Ok(())
+    };
+    rows(f, &mut r.storages())?;
+    if !r.parameters.is_empty() {
+        writeln!(
+            f,
+            "{pad}  + {} parameter storage(s) saved, not activation memory ({}):",
+            r.parameters.len(),
+            human_bytes(r.parameters.iter().map(|p| p.bytes).sum())
+        )?;
+        let inner = format!("{pad}  ");
+        let _ = &inner;
+        rows(f, &mut r.parameters.iter())?;
     }
+    if !r.rebuilt.is_empty() {
+        writeln!(
+            f,
+            "{pad}  + {} save(s) rebuilt on replay, not kept: {}",
+            r.rebuilt.len(),
+            r.rebuilt.join(", ")
+        )?;
+    }
+    if r.offloaded > 0 {
+        writeln!(
+            f,
+            "{pad}  + {} offloaded by saved-tensor hooks, not resident",
+            r.offloaded
+        )?;
+    }
+    Ok(())
 }
 
 /// What the running checkpoint's `Save` regions keep so far; call it from
@@ -272,41 +429,114 @@ pub fn memory_report() -> Result<MemoryReport> {
     let records = lock(&state.inner).order.clone();
     Ok(MemoryReport {
         checkpoint: state.display_name().to_string(),
+        inputs: Some(input_memory(&state, &mut HashSet::new())),
         regions: records.iter().map(|r| region_memory(r)).collect(),
     })
 }
 
-/// What `record`'s region keeps now: its saves kept as is and its resident
-/// persisted outputs, one entry per storage (billed whole).
-pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
-    let inner = lock(&record.inner);
-    let mut storages: Vec<(StorageKey, KeptStorage)> = Vec::new();
-    let mut add =
-        |key: StorageKey, name: String, bytes: i64, sizes: Vec<i64>, kind: Kind| match storages
-            .iter_mut()
-            .find(|(k, _)| *k == key)
-        {
-            Some((_, s)) => s.names.push(name),
-            None => storages.push((
+/// A tensor a report shows: its name, storage and layout.
+struct Value {
+    key: StorageKey,
+    address: usize,
+    name: String,
+    nbytes: i64,
+    layout: Layout,
+    kind: Kind,
+}
+
+/// One row per storage: the tensors with its first full-covering layout (or
+/// the first layout) as aliases, the other layouts as views.
+fn storage_rows(values: Vec<Value>) -> Vec<(StorageKey, KeptStorage)> {
+    let mut by_storage: Vec<(StorageKey, Vec<Value>)> = Vec::new();
+    for v in values {
+        match by_storage.iter_mut().find(|(k, _)| *k == v.key) {
+            Some((_, vs)) => vs.push(v),
+            None => by_storage.push((v.key, vec![v])),
+        }
+    }
+    by_storage
+        .into_iter()
+        .map(|(key, values)| {
+            let (nbytes, address) = (values[0].nbytes, values[0].address);
+            // Aliases: the same layout (dtype is not compared, as the reference).
+            let mut layouts: Vec<(Layout, Kind, Vec<String>)> = Vec::new();
+            for v in values {
+                match layouts.iter_mut().find(|(l, _, _)| *l == v.layout) {
+                    Some((_, _, names)) => names.push(v.name),
+                    None => layouts.push((v.layout, v.kind, vec![v.name])),
+                }
+            }
+            let main = layouts
+                .iter()
+                .position(|(l, _, _)| l.span() == (0, nbytes))
+                .unwrap_or(0);
+            let (layout, kind, names) = layouts.remove(main);
+            let mut spans = vec![layout.span()];
+            let views = layouts
+                .into_iter()
+                .map(|(l, _, names)| {
+                    let (a, b) = l.span();
+                    spans.push((a, b));
+                    StorageView {
+                        names,
+                        sizes: l.sizes,
+                        spans: b - a,
+                    }
+                })
+                .collect();
+            (
                 key,
                 KeptStorage {
-                    names: vec![name],
-                    bytes,
-                    sizes,
+                    names,
+                    bytes: nbytes,
+                    sizes: layout.sizes,
                     kind,
+                    held: covered(spans, nbytes),
+                    views,
                     annotation: None,
+                    address,
                 },
-            )),
-        };
+            )
+        })
+        .collect()
+}
+
+/// Bytes of `[0, nbytes)` covered by the union of `spans`.
+fn covered(mut spans: Vec<(i64, i64)>, nbytes: i64) -> i64 {
+    spans.sort_unstable();
+    let (mut total, mut reach) = (0, 0);
+    for (a, b) in spans {
+        let (a, b) = (a.clamp(0, nbytes).max(reach), b.clamp(0, nbytes));
+        if b > a {
+            total += b - a;
+            reach = b;
+        }
+    }
+    total
+}
+
+/// What `record`'s region keeps now: its saves kept as is and its resident
+/// persisted outputs, one entry per storage (billed whole); parameters on
+/// their own.
+pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
+    let inner = lock(&record.inner);
+    let mut values = Vec::new();
+    let mut params = Vec::new();
     for row in &inner.kept {
         if row.storage.is_alive() {
-            add(
-                row.storage.key(),
-                save_name(row.save),
-                row.nbytes,
-                row.sizes.clone(),
-                row.kind,
-            );
+            let v = Value {
+                key: row.storage.key(),
+                address: row.address,
+                name: row.name.clone(),
+                nbytes: row.nbytes,
+                layout: row.layout.clone(),
+                kind: row.kind,
+            };
+            if row.param {
+                params.push(v);
+            } else {
+                values.push(v);
+            }
         }
     }
     let mut offloaded = inner.offloaded;
@@ -314,24 +544,36 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
         match slot {
             Some(Slot::Resident { value, .. }) => {
                 if let Some(key) = storage_key(value) {
-                    add(
+                    values.push(Value {
                         key,
-                        format!("output.{i}"),
-                        storage_nbytes(value),
-                        value.size(),
-                        value.kind(),
-                    );
+                        address: storage_data(value),
+                        name: format!("output.{i}"),
+                        nbytes: storage_nbytes(value),
+                        layout: Layout::of(value),
+                        kind: value.kind(),
+                    });
                 }
             }
             Some(Slot::Packed { .. }) => offloaded += 1,
             _ => {}
         }
     }
+    let storages = storage_rows(values);
+    let rebuilt: Vec<String> = inner.recipes.iter().map(|r| r.name.clone()).collect();
+    let outputs_gone = inner.outputs.iter().flatten().count() > 0
+        && inner
+            .outputs
+            .iter()
+            .flatten()
+            .all(|o| o.storage.as_ref().is_none_or(|s| !s.is_alive()));
+    let released = outputs_gone && storages.is_empty() && rebuilt.is_empty() && offloaded == 0;
     RegionMemory {
         region: record.display(),
         location: format!("{}:{}", record.location.file(), record.location.line()),
         storages,
-        rebuilt: inner.recipes.iter().map(|r| save_name(r.save)).collect(),
+        rebuilt,
         offloaded,
+        parameters: storage_rows(params).into_iter().map(|(_, s)| s).collect(),
+        released,
     }
 }

@@ -4,10 +4,13 @@
 //! Invariant: the report holds checkpoints and saves only weakly; building it
 //! never keeps a graph alive.
 
-use crate::bridge::{storage_nbytes, HookPair, Payload, StorageKey, WeakStorage};
+use crate::bridge::{
+    graph_nodes, storage_nbytes, HookPair, NodeId, Payload, SaveSite, StorageKey, WeakStorage,
+};
+use crate::checkpointing::nodes;
 use crate::checkpointing::state::CheckpointState;
 use crate::diagnostics::format::{compact_names, human_bytes};
-use crate::diagnostics::memory_report::{region_memory, RegionMemory};
+use crate::diagnostics::memory_report::{input_memory, region_memory, InputMemory, RegionMemory};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::sync::lock;
 use std::any::Any;
@@ -33,7 +36,16 @@ use tch::Tensor;
 /// ```
 #[derive(Default)]
 pub struct OutsideSaves {
-    rows: Mutex<Vec<(WeakStorage, i64, Weak<()>)>>,
+    rows: Mutex<Vec<OutsideRow>>,
+}
+
+/// One save outside checkpoints: its storage, the node that saved it, and a
+/// token alive while autograd holds the save.
+struct OutsideRow {
+    storage: WeakStorage,
+    nbytes: i64,
+    node: Option<NodeId>,
+    held: Weak<()>,
 }
 
 struct Tracker(Arc<OutsideSaves>);
@@ -44,14 +56,21 @@ struct Tracked(Tensor, #[allow(dead_code)] Arc<()>);
 
 impl HookPair for Tracker {
     fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
-        self.pack_saved(tensor, false)
+        self.pack_saved(tensor, SaveSite::default())
     }
 
-    fn pack_saved(&self, tensor: Tensor, grad_leaf: bool) -> Result<Payload, String> {
+    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         let token = Arc::new(());
-        if !grad_leaf {
-            if let Some(weak) = WeakStorage::new(&tensor) {
-                lock(&self.0.rows).push((weak, storage_nbytes(&tensor), Arc::downgrade(&token)));
+        // Parameters are not activation memory; checkpoint inputs are billed
+        // to their checkpoint (from its own record).
+        if !site.param && !nodes::is_saving_inputs() {
+            if let Some(storage) = WeakStorage::new(&tensor) {
+                lock(&self.0.rows).push(OutsideRow {
+                    storage,
+                    nbytes: storage_nbytes(&tensor),
+                    node: site.node,
+                    held: Arc::downgrade(&token),
+                });
             }
         }
         Ok(Box::new(Tracked(tensor, token)))
@@ -104,6 +123,9 @@ type Signature = Vec<(String, Vec<i64>)>;
 pub struct CheckpointMemory {
     /// The checkpoint's name.
     pub checkpoint: String,
+    /// Its inputs kept for replay, with storages already billed elsewhere
+    /// removed (not counted in [`CheckpointMemory::bytes`]).
+    pub inputs: InputMemory,
     /// Its `Save` regions, with storages already billed to an earlier
     /// checkpoint removed.
     pub regions: Vec<RegionMemory>,
@@ -160,7 +182,16 @@ impl CheckpointMemory {
 pub struct SavedTensorsReport {
     /// Live checkpoints, in the order they ran.
     pub checkpoints: Vec<CheckpointMemory>,
-    outside: Option<(i64, usize)>,
+    outside: Option<Outside>,
+}
+
+/// The saves outside checkpoints: totals and, when the graph was walked,
+/// bytes and storage counts per autograd node name.
+#[derive(Clone, Debug)]
+struct Outside {
+    bytes: i64,
+    storages: usize,
+    labels: Option<Vec<(String, i64, usize)>>,
 }
 
 impl SavedTensorsReport {
@@ -189,7 +220,36 @@ impl SavedTensorsReport {
     /// assert_eq!(saved_tensors_report(None).outside_bytes(), None);
     /// ```
     pub fn outside_bytes(&self) -> Option<i64> {
-        self.outside.map(|(b, _)| b)
+        self.outside.as_ref().map(|o| o.bytes)
+    }
+
+    /// Bytes of checkpoint inputs kept for replay (each storage once, and
+    /// not counted again in [`SavedTensorsReport::outside_bytes`]).
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+    /// let w = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let x = &w * 2; // an activation, kept as the checkpoint's input
+    /// let y = checkpoint("c").call(&x, |x| region("sin", Policy::Recompute).call(&x, |x| x.sin()));
+    /// assert_eq!(saved_tensors_report(None).input_bytes(), 16);
+    /// ```
+    pub fn input_bytes(&self) -> i64 {
+        self.checkpoints.iter().map(|c| c.inputs.bytes).sum()
+    }
+
+    /// Bytes saved outside checkpoints per autograd node name (largest
+    /// first), with how many storages each holds; `None` unless tracked and
+    /// given roots ([`saved_tensors_report_from`]).
+    ///
+    /// ```
+    /// use remat_runtime::{saved_tensors_report_from, track_saved_tensors};
+    /// let x = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let (y, outside) = track_saved_tensors(|| (&x * 2).exp()); // exp saves its result
+    /// let report = saved_tensors_report_from(Some(&outside), &[&y]);
+    /// assert_eq!(report.outside_by_node().unwrap(), [("ExpBackward0".to_string(), 16, 1)]);
+    /// ```
+    pub fn outside_by_node(&self) -> Option<&[(String, i64, usize)]> {
+        self.outside.as_ref().and_then(|o| o.labels.as_deref())
     }
 
     /// Checkpoints with the same regions and storage sizes, grouped, with
@@ -224,8 +284,8 @@ impl SavedTensorsReport {
 }
 
 /// What is saved for backward now: every live checkpoint's `Save` regions
-/// (each storage billed to the first that keeps it) plus, if given, the saves
-/// outside checkpoints noted by [`track_saved_tensors`].
+/// and inputs (each storage billed to the first that keeps it) plus, if
+/// given, the saves outside checkpoints noted by [`track_saved_tensors`].
 ///
 /// ```
 /// use remat_runtime::{checkpoint, region, saved_tensors_report, track_saved_tensors, Policy};
@@ -240,9 +300,28 @@ impl SavedTensorsReport {
 /// loss.backward();
 /// ```
 pub fn saved_tensors_report(outside: Option<&OutsideSaves>) -> SavedTensorsReport {
+    saved_tensors_report_from(outside, &[])
+}
+
+/// [`saved_tensors_report`], with the saves outside checkpoints labelled by
+/// the autograd node that holds them (`AddmmBackward0 x2`), found by walking
+/// the graph from `roots` (usually the loss). Call it before backward.
+///
+/// ```
+/// use remat_runtime::{saved_tensors_report_from, track_saved_tensors};
+/// let w = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let x = tch::Tensor::ones([2, 4], tch::kind::FLOAT_CPU);
+/// let (loss, outside) = track_saved_tensors(|| (x.matmul(&w)).tanh().sum(tch::Kind::Float));
+/// let report = saved_tensors_report_from(Some(&outside), &[&loss]);
+/// assert!(report.to_string().contains("TanhBackward0 x1"));
+/// ```
+pub fn saved_tensors_report_from(
+    outside: Option<&OutsideSaves>,
+    roots: &[&Tensor],
+) -> SavedTensorsReport {
     let states = CheckpointState::registered();
     let mut billed: HashSet<StorageKey> = HashSet::new();
-    let checkpoints = states
+    let mut checkpoints: Vec<CheckpointMemory> = states
         .iter()
         .map(|state| {
             let records = lock(&state.inner).order.clone();
@@ -256,21 +335,53 @@ pub fn saved_tensors_report(outside: Option<&OutsideSaves>) -> SavedTensorsRepor
                 .collect();
             CheckpointMemory {
                 checkpoint: state.display_name().to_string(),
+                inputs: InputMemory::default(),
                 regions,
             }
         })
         .collect();
+    // Inputs after every region: a storage a region keeps is billed there.
+    for (c, state) in checkpoints.iter_mut().zip(&states) {
+        c.inputs = input_memory(state, &mut billed);
+    }
+    let names = if roots.is_empty() || outside.is_none() {
+        None
+    } else {
+        graph_nodes(roots).ok()
+    };
     let outside = outside.map(|o| {
         let rows = lock(&o.rows);
-        let mut bytes = 0;
-        let mut count = 0;
-        for (weak, nbytes, held) in rows.iter() {
-            if held.strong_count() > 0 && weak.is_alive() && billed.insert(weak.key()) {
-                bytes += nbytes;
-                count += 1;
+        let (mut bytes, mut storages) = (0, 0);
+        let mut labels: Vec<(String, i64, usize)> = Vec::new();
+        for row in rows.iter() {
+            if row.held.strong_count() > 0
+                && row.storage.is_alive()
+                && billed.insert(row.storage.key())
+            {
+                bytes += row.nbytes;
+                storages += 1;
+                if let Some(names) = &names {
+                    let label = row
+                        .node
+                        .and_then(|n| names.get(&n).cloned())
+                        .unwrap_or_else(|| "<node not reached from the roots>".into());
+                    match labels.iter_mut().find(|(l, _, _)| *l == label) {
+                        Some((_, b, n)) => {
+                            *b += row.nbytes;
+                            *n += 1;
+                        }
+                        None => labels.push((label, row.nbytes, 1)),
+                    }
+                }
             }
         }
-        (bytes, count)
+        // Largest first; ties keep the order saves were made in.
+        labels.sort_by_key(|(_, b, _)| std::cmp::Reverse(*b));
+        Outside {
+            bytes,
+            storages,
+            labels: names.as_ref().map(|_| labels),
+        }
     });
     SavedTensorsReport {
         checkpoints,
@@ -280,17 +391,20 @@ pub fn saved_tensors_report(outside: Option<&OutsideSaves>) -> SavedTensorsRepor
 
 impl fmt::Display for SavedTensorsReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let outside = match self.outside {
-            Some((b, _)) => human_bytes(b),
+        let outside = match &self.outside {
+            Some(o) => human_bytes(o.bytes),
             None => "not tracked (run the forward under track_saved_tensors)".to_string(),
         };
-        let total = self.checkpoint_bytes() + self.outside.map_or(0, |(b, _)| b);
+        let outside_bytes = self.outside_bytes().unwrap_or(0);
+        let total = self.checkpoint_bytes() + self.input_bytes() + outside_bytes;
         writeln!(
             f,
-            "saved for backward: {} -- {} checkpoint(s) {}, outside checkpoints {}",
+            "saved for backward: {} -- {} checkpoint(s) {}, checkpoint inputs {}, outside \
+             checkpoints {}",
             human_bytes(total),
             self.checkpoints.len(),
             human_bytes(self.checkpoint_bytes()),
+            human_bytes(self.input_bytes()),
             outside
         )?;
         writeln!(f, "checkpoints:")?;
@@ -302,10 +416,10 @@ impl fmt::Display for SavedTensorsReport {
                 String::new()
             };
             writeln!(f, "  {:>10}  {count}{names}", human_bytes(bytes))?;
+            let each = if members.len() > 1 { " each" } else { "" };
             for r in &members[0].regions {
                 let name = r.region.rsplit("::").next().unwrap_or(&r.region);
-                let each = if members.len() > 1 { " each" } else { "" };
-                writeln!(
+                write!(
                     f,
                     "    {:>10}  {name}: {} storage(s){each}, {} rebuilt, {} offloaded",
                     human_bytes(r.bytes()),
@@ -313,14 +427,45 @@ impl fmt::Display for SavedTensorsReport {
                     r.rebuilt.len(),
                     r.offloaded
                 )?;
+                if !r.parameters.is_empty() {
+                    write!(f, ", {} parameter(s) not counted", r.parameters.len())?;
+                }
+                if r.released {
+                    write!(f, "  ! output no longer alive")?;
+                }
+                writeln!(f)?;
             }
         }
-        if let Some((b, n)) = self.outside {
+        let inputs: i64 = self.input_bytes();
+        let storages: usize = self.checkpoints.iter().map(|c| c.inputs.storages).sum();
+        let offloaded: usize = self.checkpoints.iter().map(|c| c.inputs.offloaded).sum();
+        write!(
+            f,
+            "checkpoint inputs kept for replay: {} in {storages} storage(s)",
+            human_bytes(inputs)
+        )?;
+        if offloaded > 0 {
+            write!(f, ", {offloaded} offloaded by saved-tensor hooks")?;
+        }
+        writeln!(f)?;
+        if let Some(o) = &self.outside {
             writeln!(
                 f,
-                "outside checkpoints: {} in {n} storage(s)",
-                human_bytes(b)
+                "outside checkpoints: {} in {} storage(s)",
+                human_bytes(o.bytes),
+                o.storages
             )?;
+            match &o.labels {
+                Some(labels) => {
+                    for (label, bytes, n) in labels {
+                        writeln!(f, "  {:>10}  {label} x{n}", human_bytes(*bytes))?;
+                    }
+                }
+                None if o.storages > 0 => {
+                    writeln!(f, "  (by node: pass the loss to saved_tensors_report_from)")?
+                }
+                None => {}
+            }
         }
         Ok(())
     }

@@ -19,10 +19,10 @@ use std::fmt;
 ///         checkpoint("c").call(&x, |x| region("mlp", Policy::Save).call(&x, |x| x.sin()))
 ///     })
 /// });
-/// let TraceEntry::Scope { name, entries } = &trace.entries[0] else {
+/// let TraceEntry::Scope { name, metadata, entries } = &trace.entries[0] else {
 ///     panic!("expected a scope");
 /// };
-/// assert_eq!(name, "block");
+/// assert_eq!((name.as_str(), metadata), ("block", &None));
 /// assert_eq!(entries[0], TraceEntry::Region { name: "mlp".into(), policy: Policy::Save });
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +31,9 @@ pub enum TraceEntry {
     Scope {
         /// The scope's name.
         name: String,
+        /// What [`trace_scope_with`] attached (shown in brackets after the
+        /// name).
+        metadata: Option<String>,
         /// What ran inside.
         entries: Vec<TraceEntry>,
     },
@@ -68,8 +71,15 @@ impl fmt::Display for Trace {
             for e in entries {
                 let pad = "  ".repeat(depth);
                 match e {
-                    TraceEntry::Scope { name, entries } => {
-                        writeln!(f, "{pad}{name}")?;
+                    TraceEntry::Scope {
+                        name,
+                        metadata,
+                        entries,
+                    } => {
+                        match metadata {
+                            Some(m) => writeln!(f, "{pad}{name} [{m}]")?,
+                            None => writeln!(f, "{pad}{name}")?,
+                        }
                         write(f, entries, depth + 1)?;
                     }
                     TraceEntry::Region { name, policy } => {
@@ -88,10 +98,25 @@ impl fmt::Display for Trace {
     }
 }
 
+/// An open scope: its name, metadata and entries so far.
+type OpenScope = (String, Option<String>, Vec<TraceEntry>);
+
 #[derive(Default)]
 struct Collector {
-    /// Open scopes: name and entries so far; index 0 is the root.
-    stack: Vec<(String, Vec<TraceEntry>)>,
+    /// Open scopes; index 0 is the root.
+    stack: Vec<OpenScope>,
+}
+
+/// Closes the innermost open scope into its parent.
+fn close_top(stack: &mut Vec<OpenScope>) {
+    if stack.len() > 1 {
+        let (name, metadata, entries) = stack.pop().expect("len > 1");
+        stack.last_mut().expect("root").2.push(TraceEntry::Scope {
+            name,
+            metadata,
+            entries,
+        });
+    }
 }
 
 thread_local! {
@@ -119,7 +144,7 @@ thread_local! {
 pub fn collect_trace<R>(f: impl FnOnce() -> R) -> (R, Trace) {
     let previous = TRACE.with(|t| {
         t.borrow_mut().replace(Collector {
-            stack: vec![(String::new(), Vec::new())],
+            stack: vec![(String::new(), None, Vec::new())],
         })
     });
     struct Restore(Option<Option<Collector>>);
@@ -137,14 +162,9 @@ pub fn collect_trace<R>(f: impl FnOnce() -> R) -> (R, Trace) {
     let mut stack = collected.map(|c| c.stack).unwrap_or_default();
     // Scopes left open (a panic inside one was caught) are closed here.
     while stack.len() > 1 {
-        let (name, entries) = stack.pop().expect("len > 1");
-        stack
-            .last_mut()
-            .expect("root")
-            .1
-            .push(TraceEntry::Scope { name, entries });
+        close_top(&mut stack);
     }
-    let entries = stack.pop().map(|(_, e)| e).unwrap_or_default();
+    let entries = stack.pop().map(|(_, _, e)| e).unwrap_or_default();
     (out, Trace { entries })
 }
 
@@ -156,6 +176,30 @@ pub fn collect_trace<R>(f: impl FnOnce() -> R) -> (R, Trace) {
 /// ```
 pub fn trace_scope<R>(name: impl Into<Cow<'static, str>>, f: impl FnOnce() -> R) -> R {
     let _scope = enter_scope(name);
+    f()
+}
+
+/// [`trace_scope`] with metadata, shown in brackets after the scope's name
+/// (`attention [heads=4]`). The metadata is formatted only while a trace is
+/// being collected.
+///
+/// ```
+/// use remat_runtime::{checkpoint, collect_trace, region, trace_scope_with, Policy};
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let heads = 4;
+/// let (_, trace) = collect_trace(|| {
+///     trace_scope_with("attention", || format!("heads={heads}"), || {
+///         checkpoint("c").call(&x, |x| region("core", Policy::Save).call(&x, |x| x.sin()))
+///     })
+/// });
+/// assert_eq!(trace.to_string(), "remat trace\n  attention [heads=4]\n    core: save\n");
+/// ```
+pub fn trace_scope_with<R>(
+    name: impl Into<Cow<'static, str>>,
+    metadata: impl FnOnce() -> String,
+    f: impl FnOnce() -> R,
+) -> R {
+    let _scope = enter_scope_with(name, metadata);
     f()
 }
 
@@ -184,14 +228,42 @@ pub struct ScopeGuard {
 /// let _g = remat_runtime::enter_scope("attention block");
 /// ```
 pub fn enter_scope(name: impl Into<Cow<'static, str>>) -> ScopeGuard {
-    let open = !is_recomputing()
-        && TRACE.with(|t| match &mut *t.borrow_mut() {
-            Some(c) => {
-                c.stack.push((name.into().into_owned(), Vec::new()));
-                true
-            }
-            None => false,
-        });
+    open_scope(name, None::<fn() -> String>)
+}
+
+/// [`enter_scope`] with metadata (see [`trace_scope_with`]).
+///
+/// ```
+/// use remat_runtime::{collect_trace, enter_scope_with};
+/// let ((), trace) = collect_trace(|| {
+///     let _layer = enter_scope_with("layer", || "3 of 12".to_string());
+/// });
+/// assert_eq!(trace.to_string(), "remat trace\n  layer [3 of 12]\n");
+/// ```
+pub fn enter_scope_with(
+    name: impl Into<Cow<'static, str>>,
+    metadata: impl FnOnce() -> String,
+) -> ScopeGuard {
+    open_scope(name, Some(metadata))
+}
+
+fn open_scope(
+    name: impl Into<Cow<'static, str>>,
+    metadata: Option<impl FnOnce() -> String>,
+) -> ScopeGuard {
+    if is_recomputing() || TRACE.with(|t| t.borrow().is_none()) {
+        return ScopeGuard { open: false };
+    }
+    // Formatted outside the borrow: the closure may run user code.
+    let metadata = metadata.map(|m| m());
+    let open = TRACE.with(|t| match &mut *t.borrow_mut() {
+        Some(c) => {
+            c.stack
+                .push((name.into().into_owned(), metadata, Vec::new()));
+            true
+        }
+        None => false,
+    });
     ScopeGuard { open }
 }
 
@@ -202,14 +274,7 @@ impl Drop for ScopeGuard {
         }
         TRACE.with(|t| {
             if let Some(c) = &mut *t.borrow_mut() {
-                if c.stack.len() > 1 {
-                    let (name, entries) = c.stack.pop().expect("len > 1");
-                    c.stack
-                        .last_mut()
-                        .expect("root")
-                        .1
-                        .push(TraceEntry::Scope { name, entries });
-                }
+                close_top(&mut c.stack);
             }
         });
     }
@@ -220,7 +285,7 @@ pub(crate) fn record_region(name: &str, policy: Policy) {
     TRACE.with(|t| {
         if let Some(c) = &mut *t.borrow_mut() {
             if let Some(top) = c.stack.last_mut() {
-                top.1.push(TraceEntry::Region {
+                top.2.push(TraceEntry::Region {
                     name: name.to_string(),
                     policy,
                 });

@@ -10,7 +10,7 @@
 //! Invariant: `LEVELS` mirrors libtorch's per-thread hook stack level for
 //! level; every push is popped by its guard's drop.
 
-use crate::bridge::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload};
+use crate::bridge::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload, SaveSite};
 use crate::checkpointing::frame;
 use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use std::any::Any;
@@ -100,11 +100,14 @@ struct Native {
 
 impl HookPair for Native {
     fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
-        let context = match self.kind {
-            SavedTensorKind::CheckpointInput => None,
-            _ => self.hooks.capture(),
-        };
-        self.hooks.pack(tensor, self.kind, context)
+        self.pack_saved(tensor, SaveSite::default())
+    }
+
+    // Native pairs pack checkpoint inputs and saves outside checkpoints:
+    // neither is something a checkpoint keeps, so (as in the reference) the
+    // capture callback does not run and the context is `None`.
+    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
+        self.hooks.pack(tensor, self.kind, None, site.param)
     }
 
     fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {

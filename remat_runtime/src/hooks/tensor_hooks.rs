@@ -73,21 +73,38 @@ pub enum SavedTensorKind {
 ///     || "layer 3",
 /// );
 /// let x = Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
-/// let _y = {
+/// // Outside checkpoints the pair packs every save, without context.
+/// let _a = {
 ///     let _scope = hooks.push();
 ///     x.sin()
 /// };
-/// let info = infos.lock().unwrap()[0].clone();
-/// assert_eq!(info.kind, SavedTensorKind::Backward);
-/// assert_eq!(info.context.unwrap().downcast_ref::<&str>(), Some(&"layer 3"));
+/// // In a checkpoint, the capture callback runs for what a `Save` region keeps
+/// // (here `exp`'s result, which it saves for backward).
+/// let _b = remat_runtime::checkpoint("layer.3").saved_tensors_hooks(hooks).call(&x, |x| {
+///     remat_runtime::region("exp", remat_runtime::Policy::Save).call(&x, |x| x.exp())
+/// });
+/// let infos = infos.lock().unwrap();
+/// assert_eq!((infos[0].kind, infos[0].context.is_none()), (SavedTensorKind::Backward, true));
+/// let kept = infos.iter().find(|i| i.context.is_some()).unwrap();
+/// assert_eq!(kept.kind, SavedTensorKind::Backward);
+/// assert_eq!(kept.context.as_ref().unwrap().downcast_ref::<&str>(), Some(&"layer 3"));
+/// assert!(!kept.parameter);
 /// ```
 #[derive(Clone)]
 pub struct SavedTensorInfo {
     /// What is being packed.
     pub kind: SavedTensorKind,
     /// What the pair's capture callback returned where the tensor was
-    /// produced (`None` without a callback, and for checkpoint inputs).
+    /// produced. The callback runs only for what a checkpoint keeps: the
+    /// saves of a `Save` region (`Backward`) and the outputs kept for replay
+    /// (`SaveOutput`). It is `None` for checkpoint inputs, for saves outside
+    /// checkpoints, and without a callback.
     pub context: Option<Arc<dyn Any + Send + Sync>>,
+    /// The tensor is a parameter (a leaf that requires grad) or a view of
+    /// one (`w.tr()` saved by a linear layer). The pack hook receives a
+    /// detached alias, which cannot tell: a hook that offloads activations
+    /// usually keeps parameters as they are.
+    pub parameter: bool,
 }
 
 impl std::fmt::Debug for SavedTensorInfo {
@@ -95,6 +112,7 @@ impl std::fmt::Debug for SavedTensorInfo {
         f.debug_struct("SavedTensorInfo")
             .field("kind", &self.kind)
             .field("context", &self.context.as_ref().map(|_| ".."))
+            .field("parameter", &self.parameter)
             .finish()
     }
 }
@@ -264,11 +282,22 @@ impl TensorHooks {
         tensor: Tensor,
         kind: SavedTensorKind,
         context: Option<Arc<dyn Any + Send + Sync>>,
+        parameter: bool,
     ) -> Result<Payload, String> {
-        let previous = INFO.with(|i| i.borrow_mut().replace(SavedTensorInfo { kind, context }));
-        let out = self.0.pack(tensor);
-        INFO.with(|i| *i.borrow_mut() = previous);
-        out
+        struct Restore(Option<SavedTensorInfo>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let previous = self.0.take();
+                INFO.with(|i| *i.borrow_mut() = previous);
+            }
+        }
+        let info = SavedTensorInfo {
+            kind,
+            context,
+            parameter,
+        };
+        let _restore = Restore(INFO.with(|i| i.borrow_mut().replace(info)));
+        self.0.pack(tensor)
     }
 
     pub(crate) fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
