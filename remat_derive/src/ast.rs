@@ -2,6 +2,8 @@
 //! `parse` builds them and `check` and `expand` read them. Nothing here
 //! parses; the types only hold what the user wrote, with spans.
 
+use std::cell::Cell;
+
 use proc_macro2::{Delimiter, Spacing, Span, TokenStream};
 use syn::{Attribute, Expr, ExprCall, ExprMethodCall, Ident, Macro, Pat};
 
@@ -10,7 +12,7 @@ pub(crate) enum Invocation {
     /// `remat! { STMT* }`: expands to plain statements.
     Stmts(Vec<Stmt>),
     /// `remat!(POLICY REGION)`: expands to an expression, the region's output.
-    Expr(Region),
+    Expr(Box<Region>),
 }
 
 /// One statement of a `remat! { }` block.
@@ -21,6 +23,21 @@ pub(crate) enum Stmt {
     /// Ordinary Rust, copied as written (its `#[remat]` attributes are
     /// validated by the check and stripped on expansion).
     Bare(Box<syn::Stmt>),
+    /// `let PAT = save;` (or `recompute`): a region missing its call, or
+    /// ordinary Rust if a local of that name exists, which the check decides.
+    MissingCall(Box<MissingCall>),
+}
+
+/// `let PAT = save;`, as written.
+pub(crate) struct MissingCall {
+    pub local: syn::Local,
+    /// `save` or `recompute`.
+    pub keyword: Ident,
+    /// Set by the check when no local has the keyword's name: the statement
+    /// is then our error, and the expansion binds `PAT` to the error alone
+    /// (rustc would add E0425 for the keyword, and more for each use of
+    /// `PAT`).
+    pub refused: Cell<bool>,
 }
 
 /// `[let PAT =] POLICY REGION ;`
@@ -189,6 +206,10 @@ impl Call {
 pub(crate) struct NeedsStmt {
     pub needs: Ident,
     pub exprs: Vec<Expr>,
+    /// Per expression, set by the check when it reported the name as no
+    /// local: the expansion drops that expression's call, so that rustc
+    /// does not report the name a second time (E0425).
+    pub dropped: Vec<Cell<bool>>,
 }
 
 /// `scope NAME { STMT* }`

@@ -23,6 +23,8 @@
 //! everything else, `self` included, is captured through `Capture` before
 //! the call and used by reference inside.
 
+use std::rc::Rc;
+
 use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
@@ -247,10 +249,18 @@ impl Expand {
                                     .to_tokens(&mut captures);
                                 quote!(let #inner = &#cap;).to_tokens(&mut rebinds);
                             } else if has_impl_trait(&typed.ty) {
-                                quote_spanned!(ty_span=> let #cap = ::remat::Capture::capture(&#outer);)
-                                    .to_tokens(&mut captures);
-                                quote!(let #inner = ::remat::Capture::capture(&#cap);)
-                                    .to_tokens(&mut rebinds);
+                                // `impl Trait` cannot be named in a type: the
+                                // function item is instantiated once, at the
+                                // type inferred from the parameter, so that
+                                // this is still one use of the trait.
+                                let func =
+                                    format_ident!("__remat_capfn{}", i, span = Span::mixed_site());
+                                quote_spanned!(ty_span=>
+                                    let #func = <_ as ::remat::Capture>::capture;
+                                    let #cap = #func(&#outer);
+                                )
+                                .to_tokens(&mut captures);
+                                quote!(let #inner = #func(&#cap);).to_tokens(&mut rebinds);
                             } else {
                                 // One use of the trait (see `self` above).
                                 let ty = &typed.ty;
@@ -271,11 +281,12 @@ impl Expand {
 
         // The check covers the whole body, `remat!` blocks and bare code.
         let mut block = (*self.func.block).clone();
-        checker.body(&block);
+        let nested = crate::nested::collect(&mut block);
+        checker.body(&block, Rc::clone(&nested));
         if let Some(error) = checker.finish() {
             self.error(error);
         }
-        ExpandNested::default().visit_block_mut(&mut block);
+        ExpandNested::new(nested).visit_block_mut(&mut block);
         if self.refused {
             // The errors say what to change; the body stays an ordinary
             // function body meanwhile.

@@ -15,6 +15,8 @@
 //! clash with them; user bindings keep their spans and stay visible after the
 //! block, which expands to plain statements.
 
+use std::rc::Rc;
+
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::parse::Parser;
@@ -26,6 +28,7 @@ use crate::attr;
 use crate::check::lower::Mode;
 use crate::check::Checker;
 use crate::errors::push_error;
+use crate::nested::Table;
 use crate::parse;
 
 /// The most arguments a region call may take (the runtime implements its
@@ -103,9 +106,31 @@ impl Expander {
             }
             Stmt::Needs(stmt) => {
                 let span = stmt.needs.span();
-                for expr in &stmt.exprs {
+                for (expr, dropped) in stmt.exprs.iter().zip(&stmt.dropped) {
+                    // The check reported the name as unknown: no E0425 too.
+                    if dropped.get() {
+                        continue;
+                    }
                     quote_spanned!(span=> ::remat::recompute_needs_tensor(&#expr);).to_tokens(out);
                 }
+            }
+            Stmt::MissingCall(stmt) if stmt.refused.get() => {
+                // The error takes the place of the value: the pattern's
+                // names then have rustc's error type, so neither the
+                // keyword nor any later use of them is reported again.
+                let mut local = stmt.local.clone();
+                local.attrs.retain(|a| !a.path().is_ident("remat"));
+                let message = parse::missing_call(&stmt.keyword.to_string());
+                let error = quote_spanned!(stmt.keyword.span()=> ::core::compile_error!(#message));
+                if let Some(init) = &mut local.init {
+                    *init.expr = Expr::Verbatim(error);
+                }
+                local.to_tokens(out);
+            }
+            Stmt::MissingCall(stmt) => {
+                let mut local = syn::Stmt::Local(stmt.local.clone());
+                attr::Strip.visit_stmt_mut(&mut local);
+                local.to_tokens(out);
             }
             Stmt::Scope(stmt) => {
                 // Not a block: the scope is reporting only, and bindings made
@@ -202,20 +227,28 @@ fn name_tokens(name: &Name) -> TokenStream {
 /// Expands every `remat!` invocation inside a `#[checkpoint]` body in place,
 /// so that the whole body is checked and expanded by the attribute, and the
 /// inner macro never runs. Parse errors are emitted where the invocation was.
-#[derive(Default)]
 pub(crate) struct ExpandNested {
     expander: Expander,
+    nested: Rc<Table>,
 }
 
 impl ExpandNested {
+    /// Expands the invocations of `nested` (the table the check read).
+    pub(crate) fn new(nested: Rc<Table>) -> Self {
+        ExpandNested {
+            expander: Expander::default(),
+            nested,
+        }
+    }
+
     /// A `remat!` in statement position: its statements, spliced.
     fn stmts(&mut self, mac: &syn::Macro, semi: Option<syn::Token![;]>) -> Vec<syn::Stmt> {
-        let (invocation, errors) = parse::parse_invocation(mac.tokens.clone());
+        let parsed = self.nested.get(mac);
         let mut tokens = used_marker(mac);
-        if let Some(errors) = errors {
+        if let Some(errors) = &parsed.errors {
             tokens.extend(errors.to_compile_error());
         }
-        match &invocation {
+        match &parsed.invocation {
             Invocation::Stmts(stmts) => tokens.extend(self.expander.stmts(stmts)),
             Invocation::Expr(region) => {
                 let expr = self.expander.region_expr(region);
@@ -228,9 +261,10 @@ impl ExpandNested {
 
     /// A `remat!` in expression position.
     fn expr(&mut self, mac: &syn::Macro) -> Expr {
-        let (invocation, mut errors) = parse::parse_invocation(mac.tokens.clone());
+        let parsed = self.nested.get(mac);
+        let mut errors = parsed.errors.clone();
         let marker = used_marker(mac);
-        let tokens = match &invocation {
+        let tokens = match &parsed.invocation {
             Invocation::Expr(region) => {
                 let expr = self.expander.region_expr(region);
                 if let Some(more) = self.expander.take_errors() {

@@ -19,6 +19,7 @@ mod checkpoint;
 mod errors;
 mod expand;
 mod names;
+mod nested;
 mod nesting;
 mod parse;
 

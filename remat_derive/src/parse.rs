@@ -7,6 +7,8 @@
 //! malformed statement is reported and skipped, so that one error does not
 //! hide the others.
 
+use std::cell::Cell;
+
 use proc_macro2::{Delimiter, Spacing, TokenStream};
 use syn::buffer::Cursor;
 use syn::ext::IdentExt;
@@ -15,8 +17,8 @@ use syn::parse::{ParseStream, Parser};
 use syn::{token, Attribute, Expr, Ident, Lit, LitStr, Pat, Token};
 
 use crate::ast::{
-    compact, Call, Invocation, Name, NeedsStmt, Policy, PolicyKind, Region, RegionStmt, ScopeStmt,
-    Stmt,
+    compact, Call, Invocation, MissingCall, Name, NeedsStmt, Policy, PolicyKind, Region,
+    RegionStmt, ScopeStmt, Stmt,
 };
 use crate::attr;
 use crate::errors::push_error;
@@ -37,7 +39,7 @@ pub(crate) fn parse_invocation(tokens: TokenStream) -> (Invocation, Option<syn::
     // input is a block of statements.
     let first = expr_form.parse2(tokens.clone());
     if let Ok(region) = first {
-        return (Invocation::Expr(region), None);
+        return (Invocation::Expr(Box::new(region)), None);
     }
     let mut errors = None;
     let stmts = (|input: ParseStream| Ok(parse_stmts(input, true, &mut errors)))
@@ -88,6 +90,8 @@ fn skip_stmt(input: ParseStream) {
 enum Kind {
     Region,
     LetRegion,
+    /// `let PAT = save;`
+    MissingCall,
     Needs,
     Scope,
     Bare,
@@ -131,6 +135,26 @@ fn parse_stmt(
                 }
                 _ => Err(error),
             }
+        }
+        Kind::MissingCall => {
+            let Ok(syn::Stmt::Local(local)) = input.parse::<syn::Stmt>() else {
+                return Err(input.error(format!("expected a region: {REGION_FORM}")));
+            };
+            let keyword = match local.init.as_ref().map(|init| &*init.expr) {
+                Some(Expr::Path(path)) => path.path.get_ident().cloned(),
+                _ => None,
+            };
+            let Some(keyword) = keyword else {
+                return Err(syn::Error::new_spanned(
+                    &local,
+                    format!("expected a region: {REGION_FORM}"),
+                ));
+            };
+            Ok(Stmt::MissingCall(Box::new(MissingCall {
+                local,
+                keyword,
+                refused: Cell::new(false),
+            })))
         }
         Kind::Region | Kind::LetRegion => {
             let (attrs, unchecked) = attr::split(input.call(Attribute::parse_outer)?)?;
@@ -191,8 +215,15 @@ fn classify(input: ParseStream) -> Kind {
     }
     if input.peek(Token![let]) {
         let fork = input.fork();
-        if parse_let_head(&fork).is_ok() && policy_at(fork.cursor()).is_some() {
-            return Kind::LetRegion;
+        if parse_let_head(&fork).is_ok() {
+            if policy_at(fork.cursor()).is_some() {
+                return Kind::LetRegion;
+            }
+            if let Some((ident, rest)) = fork.cursor().ident() {
+                if (ident == "save" || ident == "recompute") && punct_is(rest, ';') {
+                    return Kind::MissingCall;
+                }
+            }
         }
         return Kind::Bare;
     }
@@ -293,6 +324,11 @@ fn parse_let_head(input: ParseStream) -> syn::Result<Pat> {
 pub(crate) const REGION_FORM: &str = "`save NAME: CALL` or `recompute NAME: CALL`, \
     e.g. `let attn = save attention: self.attention.forward(&h);`";
 
+/// The error for a policy keyword without its call (`save;`, `let a = save;`).
+pub(crate) fn missing_call(keyword: &str) -> String {
+    format!("expected a call after `{keyword}`: {REGION_FORM}")
+}
+
 /// `POLICY [NAME ':'] CALL`
 fn parse_region(input: ParseStream) -> syn::Result<Region> {
     let policy = policy_at(input.cursor())
@@ -320,7 +356,7 @@ fn parse_region(input: ParseStream) -> syn::Result<Region> {
     }
     let keyword = policy.keyword();
     if input.is_empty() || input.peek(Token![;]) {
-        return Err(input.error(format!("expected a call after `{keyword}`: {REGION_FORM}")));
+        return Err(input.error(missing_call(keyword)));
     }
     let expr: Expr = input.parse().map_err(|error| {
         syn::Error::new(
@@ -474,5 +510,10 @@ fn parse_needs(input: ParseStream) -> syn::Result<NeedsStmt> {
         return Err(input.error(format!("expected `,` or `;` here: {FORM}")));
     }
     input.parse::<Token![;]>()?;
-    Ok(NeedsStmt { needs, exprs })
+    let dropped = exprs.iter().map(|_| Cell::new(false)).collect();
+    Ok(NeedsStmt {
+        needs,
+        exprs,
+        dropped,
+    })
 }

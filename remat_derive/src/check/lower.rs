@@ -10,6 +10,7 @@
 //! nested expressions it stops with an error.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
@@ -20,7 +21,7 @@ use crate::ast::{self, compact, Call, Invocation, Name, PolicyKind, Region};
 use crate::attr;
 use crate::check::ir::{Body, LocalId, Node, Operand, Proj, Read, ReadKind, Site, SiteId};
 use crate::check::report;
-use crate::parse;
+use crate::nested::Table;
 
 /// The deepest expression nesting the check lowers.
 pub(crate) const MAX_DEPTH: usize = 256;
@@ -78,6 +79,8 @@ pub(crate) struct Lower {
     opaque_macro: bool,
     depth: usize,
     too_deep: bool,
+    /// The body's `remat!` invocations, shared with the expansion.
+    nested: Rc<Table>,
 }
 
 /// Pure view methods of `Tensor` (rule 2). In-place variants (`squeeze_`)
@@ -250,7 +253,14 @@ impl Lower {
             opaque_macro: false,
             depth: 0,
             too_deep: false,
+            nested: Rc::default(),
         }
+    }
+
+    /// Reads the body's `remat!` invocations from `nested` (see
+    /// `crate::nested`), so that the check's decisions reach the expansion.
+    pub(crate) fn set_nested(&mut self, nested: Rc<Table>) {
+        self.nested = nested;
     }
 
     /// The lowered body and the errors found while lowering, each with its
@@ -366,6 +376,18 @@ impl Lower {
                     self.splice(nodes, cfg);
                 }
                 ast::Stmt::Needs(stmt) => self.needs(stmt),
+                ast::Stmt::MissingCall(stmt) => {
+                    if self.resolve(&stmt.keyword.to_string()).is_some() {
+                        // A local named `save`: ordinary Rust.
+                        self.stmt(&syn::Stmt::Local(stmt.local.clone()));
+                    } else {
+                        // The expansion reports it, in place of the
+                        // statement, and binds the pattern to nothing
+                        // the check tracks.
+                        stmt.refused.set(true);
+                        self.bind_pat(&stmt.local.pat, Operand::Other, &Kind::Plain);
+                    }
+                }
                 ast::Stmt::Scope(stmt) => {
                     if let Name::Dynamic(expr) = &stmt.name {
                         self.read_expr(expr);
@@ -450,24 +472,11 @@ impl Lower {
             });
             self.emit(Node::Branch(vec![Vec::new(), arm]));
         }
-        if let Some(region) = remat_expr(&init.expr) {
-            let op = self.region(&region);
-            self.bind_region_output(&local.pat, &region, op);
-            return;
-        }
-        if let Some(ident) = plain_ident(&init.expr) {
-            // `let a = save;`: a region missing its call, unless a local
-            // of that name exists.
-            if (ident == "save" || ident == "recompute")
-                && self.resolve(&ident.to_string()).is_none()
-            {
-                self.error(syn::Error::new(
-                    ident.span(),
-                    format!(
-                        "expected a call after `{ident}`: {}",
-                        crate::parse::REGION_FORM
-                    ),
-                ));
+        if let Some(parsed) = self.remat_expr(&init.expr) {
+            if let Invocation::Expr(region) = &parsed.invocation {
+                let op = self.region(region);
+                self.bind_region_output(&local.pat, region, op);
+                return;
             }
         }
         let closure = matches!(strip(&init.expr), Expr::Closure(_));
@@ -695,7 +704,7 @@ impl Lower {
     }
 
     fn needs(&mut self, stmt: &ast::NeedsStmt) {
-        for expr in &stmt.exprs {
+        for (expr, dropped) in stmt.exprs.iter().zip(&stmt.dropped) {
             let op = self.value(expr);
             if let Some(ident) = plain_ident(strip(expr)) {
                 let name = ident.to_string();
@@ -720,6 +729,8 @@ impl Lower {
                         if self.mode == Mode::Checkpoint && !self.opaque_macro && name != "self" {
                             let similar = self.similar(&name);
                             self.error(report::needs_unknown(&at, &name, similar.as_deref()));
+                            // rustc would report the name again.
+                            dropped.set(true);
                             continue;
                         }
                     }
@@ -729,6 +740,13 @@ impl Lower {
                 self.emit(Node::Needs(op));
             }
         }
+    }
+
+    /// A `remat!` expression, parsed (`Some` for either form; the caller
+    /// wants the expression form).
+    fn remat_expr(&self, expr: &Expr) -> Option<Rc<crate::nested::Parsed>> {
+        let Expr::Macro(mac) = expr else { return None };
+        ast::is_remat(&mac.mac).then(|| self.nested.get(&mac.mac))
     }
 
     /// A local name close to `name` (one edit away), for suggestions.
@@ -1174,15 +1192,16 @@ impl Lower {
             }
             return;
         }
-        let op = match remat_expr(right) {
-            Some(region) => {
-                let op = self.region(&region);
+        let parsed = self.remat_expr(right);
+        let op = match parsed.as_ref().map(|p| &p.invocation) {
+            Some(Invocation::Expr(region)) => {
+                let op = self.region(region);
                 if let (Operand::Fresh(site), Some(text)) = (&op, place_text(left)) {
                     self.sites[*site].names.push((Vec::new(), text));
                 }
                 op
             }
-            None => self.value(right),
+            _ => self.value(right),
         };
         self.assign_op(left, op, right);
     }
@@ -1266,10 +1285,11 @@ impl Lower {
             .map(|s| s.ident.to_string())
             .unwrap_or_default();
         if ast::is_remat(mac) {
-            return match parse::parse_invocation(mac.tokens.clone()).0 {
-                Invocation::Expr(region) => self.region(&region),
+            let parsed = self.nested.get(mac);
+            return match &parsed.invocation {
+                Invocation::Expr(region) => self.region(region),
                 Invocation::Stmts(stmts) => {
-                    self.remat_stmts(&stmts, false);
+                    self.remat_stmts(stmts, false);
                     Operand::Other
                 }
             };
@@ -1467,18 +1487,6 @@ fn contains_remat(tokens: &TokenStream) -> bool {
         }
     }
     false
-}
-
-/// A `remat!(POLICY REGION)` expression, parsed.
-fn remat_expr(expr: &Expr) -> Option<Region> {
-    let Expr::Macro(mac) = expr else { return None };
-    if !ast::is_remat(&mac.mac) {
-        return None;
-    }
-    match parse::parse_invocation(mac.mac.tokens.clone()).0 {
-        Invocation::Expr(region) => Some(region),
-        Invocation::Stmts(_) => None,
-    }
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {

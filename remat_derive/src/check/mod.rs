@@ -15,11 +15,14 @@ pub(crate) mod ir;
 pub(crate) mod lower;
 pub(crate) mod report;
 
+use std::rc::Rc;
+
 use proc_macro2::Span;
 use syn::Pat;
 
 use crate::ast;
 use crate::check::lower::{Lower, Mode};
+use crate::nested::Table;
 
 /// The checker. Feed it parameters and a body (or statements), then take
 /// its errors.
@@ -40,8 +43,10 @@ impl Checker {
         self.lower.param(pat, tensor);
     }
 
-    /// Checks the body of a `#[checkpoint]` function (its tail is returned).
-    pub(crate) fn body(&mut self, block: &syn::Block) {
+    /// Checks the body of a `#[checkpoint]` function (its tail is returned),
+    /// whose `remat!` invocations `nested` holds (see `crate::nested`).
+    pub(crate) fn body(&mut self, block: &syn::Block, nested: Rc<Table>) {
+        self.lower.set_nested(nested);
         self.lower.block_stmts(&block.stmts);
     }
 

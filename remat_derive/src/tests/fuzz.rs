@@ -1,6 +1,24 @@
-//! Fuzzing the entry points with arbitrary token streams: they must never
-//! panic, and always return tokens (an expansion or `compile_error!`s).
+//! Fuzzing the front ends of `remat!` and `#[checkpoint]` (issue 12, item
+//! 5). Three kinds of input: random token trees, near-valid input (valid
+//! blocks and functions with tokens dropped, duplicated, swapped, replaced,
+//! wrapped in new groups or unwrapped), and deep nesting (nested groups
+//! across the nesting limit, and long chains of prefix, binary, method and
+//! cast operators at one level). What is asserted, on every case:
+//!
+//! - the macro returns (no panic), on a thread with a fixed `STACK`: an
+//!   unbounded recursion would overflow it and abort the test binary;
+//! - every rejection is spanned: each `compile_error!` in the output starts
+//!   where a token of the input starts and ends where one ends (syn puts
+//!   the error's first and last span on the `compile_error` identifier and
+//!   on its braces). An error at `Span::call_site()`, the whole invocation,
+//!   is still accepted: end-of-input errors point there (a known gap, see
+//!   `check_spanned`). The inputs are parsed
+//!   from text, so that their spans have real positions (proc-macro2's
+//!   `span-locations`, a dev-dependency feature).
+//!
+//! Case counts are in `config()`; docs/dsl.md lists them.
 
+use std::ops::Range;
 use std::str::FromStr;
 
 use proc_macro2::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenStream, TokenTree};
@@ -201,9 +219,428 @@ fn body() -> impl Strategy<Value = TokenStream> {
 
 fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: 512,
+        cases: 256,
         failure_persistence: None,
         ..ProptestConfig::default()
+    }
+}
+
+/// The stack each case runs on. rustc runs proc macros on its main thread
+/// (8 MiB by default); this is a quarter of it, in a debug build.
+const STACK: usize = 2 << 20;
+
+/// Runs `f` on a thread with `STACK` bytes of stack. A panic is returned as
+/// an error; a stack overflow aborts the process (the test fails).
+fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    std::thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(f)
+        .expect("spawn a test thread")
+        .join()
+        .map_err(|panic| {
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        })
+}
+
+/// Byte ranges where the tokens of `tokens` start and end (a group's
+/// delimiters are tokens too).
+fn token_bounds(tokens: &TokenStream, starts: &mut Vec<usize>, ends: &mut Vec<usize>) {
+    for token in tokens.clone() {
+        let mut ranges = vec![token.span().byte_range()];
+        if let TokenTree::Group(group) = &token {
+            ranges.push(group.span_open().byte_range());
+            ranges.push(group.span_close().byte_range());
+            token_bounds(&group.stream(), starts, ends);
+        }
+        for range in ranges {
+            starts.push(range.start);
+            ends.push(range.end);
+        }
+    }
+}
+
+/// The spans of each `compile_error!` in `out`: syn's first span (on the
+/// identifier) and last span (on the group holding the message).
+fn error_spans(out: &TokenStream, found: &mut Vec<(String, Range<usize>, Range<usize>)>) {
+    let tokens: Vec<TokenTree> = out.clone().into_iter().collect();
+    for (i, token) in tokens.iter().enumerate() {
+        match token {
+            TokenTree::Ident(ident) if ident == "compile_error" => {
+                if let Some(TokenTree::Group(group)) = tokens.get(i + 2) {
+                    let message = group.stream().to_string();
+                    found.push((
+                        message,
+                        ident.span().byte_range(),
+                        group.span().byte_range(),
+                    ));
+                }
+            }
+            TokenTree::Group(group) => error_spans(&group.stream(), found),
+            _ => {}
+        }
+    }
+}
+
+/// Checks that every error of `out` points at tokens of `inputs`.
+fn check_spanned(inputs: &[&TokenStream], out: &TokenStream) -> Result<(), String> {
+    let (mut starts, mut ends) = (Vec::new(), Vec::new());
+    for input in inputs {
+        token_bounds(input, &mut starts, &mut ends);
+    }
+    let mut errors = Vec::new();
+    error_spans(out, &mut errors);
+    for (message, first, last) in errors {
+        // Known gap (issue 12, item 5): syn reports "unexpected end of
+        // input" at `Span::call_site()`, the whole invocation, where the last
+        // token would be more precise (e.g. `#[checkpoint(name =)]`). Until
+        // the parsers re-span those, an error exactly at the call site is
+        // accepted; any other span must be at tokens of the input.
+        if first == (0..0) && last == (0..0) {
+            continue;
+        }
+        let at_tokens =
+            |range: &Range<usize>| starts.contains(&range.start) && ends.contains(&range.end);
+        if !at_tokens(&first) || !at_tokens(&last) {
+            return Err(format!(
+                "error at {first:?}..{last:?}, not at tokens of the input: {message}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An input: text (parsed on the test thread, so that its tokens have real
+/// spans) or a random token tree, rendered to text when it round-trips
+/// (else built as is, with call-site spans, and only run, not span-checked).
+#[derive(Debug, Clone)]
+enum Input {
+    Text(String),
+    Toks(Vec<Tok>),
+}
+
+impl Input {
+    /// The tokens, and whether their spans are real.
+    fn tokens(&self) -> (TokenStream, bool) {
+        match self {
+            Input::Text(text) => (TokenStream::from_str(text).expect("balanced input"), true),
+            Input::Toks(toks) => {
+                let built = stream(toks);
+                match TokenStream::from_str(&built.to_string()) {
+                    Ok(parsed) => (parsed, true),
+                    Err(_) => (built, false),
+                }
+            }
+        }
+    }
+}
+
+/// Runs `#[checkpoint]` (with `args`) or `remat!` (without) on a small
+/// stack: it must return, and its errors must point at the input.
+/// proc-macro2's tokens are not `Send`, so they are made and checked on
+/// that thread.
+fn run(args: Option<Input>, item: Input) -> Result<(), TestCaseError> {
+    let what = format!("{args:?}\n{item:?}");
+    let result = on_small_stack(move || {
+        let (item, real) = item.tokens();
+        match args {
+            None => {
+                let out = crate::expand::remat(item.clone());
+                if real {
+                    check_spanned(&[&item], &out)?;
+                }
+            }
+            Some(args) => {
+                let (args, real_args) = args.tokens();
+                let out = crate::checkpoint::checkpoint(args.clone(), item.clone());
+                if real && real_args {
+                    check_spanned(&[&args, &item], &out)?;
+                }
+            }
+        }
+        Ok::<(), String>(())
+    });
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(TestCaseError::fail(format!("{error}\ninput: {what}"))),
+        Err(panic) => Err(TestCaseError::fail(format!(
+            "panicked: {panic}\ninput: {what}"
+        ))),
+    }
+}
+
+// ------------------------------------------------------- near-valid input
+
+/// Valid `remat!` inputs, to mutate.
+const REMAT_SEEDS: &[&str] = &[
+    "let attn = save attention: self.attention.forward(&h); needs attn; let x = x + &attn; \
+     let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));",
+    "let (a, b) = save split: split(&h); needs a; scope decoder { let y = recompute proj: \
+     self.proj.forward(&a); } #[remat(unchecked)] let z = y + b;",
+    "save attention: ops::attention(&x, Some(&mask), 3)",
+    "let k = region [policy] [format!(\"k.{}\", i)]: self.k.forward(&h); needs k, k.view([-1]); \
+     let q: Tensor = save \"q proj\": q.forward(&h); for i in 0..n { let y = save \
+     [format!(\"l{i}\")]: layer.forward(&h); needs y; h = &h + y; } if !is_recomputing() { \
+     println!(\"{q}\"); }",
+];
+
+/// Valid `#[checkpoint]` arguments and functions, to mutate.
+const CHECKPOINT_SEEDS: &[(&str, &str)] = &[
+    (
+        "",
+        "fn forward(&self, x: &Tensor) -> Tensor { let h = self.ln1.forward(x); remat! { let attn \
+         = save attention: self.attention.forward(&h); needs attn; let x = x + &attn; let m = \
+         recompute mlp: self.mlp.forward(&x); } x + m }",
+    ),
+    (
+        "name = [format!(\"layers.{}\", self.index)], state_hooks = [RngStateHook::cpu()], \
+         determinism = Metadata",
+        "pub fn block(x: Tensor, xs: &[Tensor], n: usize, mask: Option<&Tensor>) -> Tensor { \
+         let y = remat!(save a: f(&x)); let v = vec![y.shallow_clone()]; if n > 1 { remat! { \
+         needs y; } } let s = y.size(); match mask { Some(m) => x * m, None => x } }",
+    ),
+    (
+        "enabled = self.on, strict = true, name = \"b\"",
+        "fn f(self, x: &Tensor, cfg: Option<impl Fn() -> f64>, _: &str) -> (Tensor, Tensor) { \
+         let (a, b) = remat!(region [self.policy] s: self.split(x)); let g = |t: &Tensor| t + 1; \
+         remat! { needs a; } (g(&a), b) }",
+    ),
+];
+
+/// A token tree, with its text, for mutations.
+#[derive(Debug, Clone)]
+enum Tree {
+    Leaf(String, bool),
+    Group(Delimiter, Vec<Tree>),
+}
+
+fn to_trees(tokens: TokenStream) -> Vec<Tree> {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            TokenTree::Group(g) => Tree::Group(g.delimiter(), to_trees(g.stream())),
+            TokenTree::Punct(p) => Tree::Leaf(p.to_string(), p.spacing() == Spacing::Joint),
+            other => Tree::Leaf(other.to_string(), false),
+        })
+        .collect()
+}
+
+fn render_trees(trees: &[Tree], out: &mut String) {
+    for tree in trees {
+        match tree {
+            Tree::Leaf(text, joint) => {
+                out.push_str(text);
+                if !joint {
+                    out.push(' ');
+                }
+            }
+            Tree::Group(delimiter, inner) => {
+                let (open, close) = match delimiter {
+                    Delimiter::Parenthesis => ("(", ")"),
+                    Delimiter::Bracket => ("[", "]"),
+                    Delimiter::Brace => ("{", "}"),
+                    Delimiter::None => ("", ""),
+                };
+                out.push_str(open);
+                render_trees(inner, out);
+                out.push_str(close);
+                out.push(' ');
+            }
+        }
+    }
+}
+
+/// The number of token sequences (the top level and each group's).
+fn sequences(trees: &[Tree]) -> usize {
+    1 + trees
+        .iter()
+        .map(|t| match t {
+            Tree::Group(_, inner) => sequences(inner),
+            Tree::Leaf(..) => 0,
+        })
+        .sum::<usize>()
+}
+
+/// The `n`th sequence, in preorder.
+fn nth_sequence<'a>(trees: &'a mut Vec<Tree>, n: &mut usize) -> Option<&'a mut Vec<Tree>> {
+    if *n == 0 {
+        return Some(trees);
+    }
+    *n -= 1;
+    for tree in trees.iter_mut() {
+        if let Tree::Group(_, inner) = tree {
+            if let Some(found) = nth_sequence(inner, n) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+#[derive(Debug, Clone)]
+enum Mutation {
+    Drop,
+    Duplicate,
+    Swap,
+    Replace(Tok),
+    /// Wraps this many tokens in a new group.
+    Wrap(u8, usize),
+    Unwrap,
+}
+
+fn mutation() -> impl Strategy<Value = (Mutation, usize, usize)> {
+    let leaf = prop_oneof![
+        prop::sample::select(IDENTS).prop_map(Tok::Ident),
+        (prop::sample::select(PUNCTS), any::<bool>()).prop_map(|(c, j)| Tok::Punct(c, j)),
+    ];
+    let kind = prop_oneof![
+        3 => Just(Mutation::Drop),
+        2 => Just(Mutation::Duplicate),
+        2 => Just(Mutation::Swap),
+        2 => leaf.prop_map(Mutation::Replace),
+        1 => (0u8..3, 0usize..6).prop_map(|(d, n)| Mutation::Wrap(d, n)),
+        1 => Just(Mutation::Unwrap),
+    ];
+    (kind, any::<usize>(), any::<usize>())
+}
+
+fn mutate(trees: &mut Vec<Tree>, (mutation, seq, at): &(Mutation, usize, usize)) {
+    let mut n = seq % sequences(trees);
+    let Some(seq) = nth_sequence(trees, &mut n) else {
+        return;
+    };
+    if seq.is_empty() {
+        return;
+    }
+    let at = at % seq.len();
+    match mutation {
+        Mutation::Drop => {
+            seq.remove(at);
+        }
+        Mutation::Duplicate => seq.insert(at, seq[at].clone()),
+        Mutation::Swap if at + 1 < seq.len() => seq.swap(at, at + 1),
+        Mutation::Swap => {}
+        Mutation::Replace(tok) => {
+            seq[at] = match tok {
+                Tok::Ident(name) => Tree::Leaf(name.to_string(), false),
+                Tok::Punct(c, joint) => Tree::Leaf(c.to_string(), *joint),
+                _ => return,
+            }
+        }
+        Mutation::Wrap(d, len) => {
+            let end = (at + len).min(seq.len());
+            let inner: Vec<Tree> = seq.drain(at..end).collect();
+            let delimiter =
+                [Delimiter::Parenthesis, Delimiter::Bracket, Delimiter::Brace][*d as usize % 3];
+            seq.insert(at, Tree::Group(delimiter, inner));
+        }
+        Mutation::Unwrap => {
+            if let Tree::Group(_, inner) = seq[at].clone() {
+                seq.splice(at..=at, inner);
+            }
+        }
+    }
+}
+
+/// `seed` with `mutations` applied, as text; `None` if the text no longer
+/// lexes (a lone `'`, say), which is rustc's to reject, not ours.
+fn mutated(seed: &str, mutations: &[(Mutation, usize, usize)]) -> Option<Input> {
+    let mut trees = to_trees(TokenStream::from_str(seed).expect("seeds lex"));
+    for m in mutations {
+        mutate(&mut trees, m);
+    }
+    let mut text = String::new();
+    render_trees(&trees, &mut text);
+    TokenStream::from_str(&text)
+        .is_ok()
+        .then_some(Input::Text(text))
+}
+
+// ------------------------------------------------------------ deep input
+
+/// What one level of nesting wraps around the level inside it.
+const LEVELS: &[(&str, &str)] = &[
+    ("(", ")"),
+    ("[", "]"),
+    ("{", "}"),
+    ("f(", ")"),
+    ("x + (", ")"),
+    ("{ let y = ", "; y }"),
+    ("if c { ", " } else { 0 }"),
+    ("remat!(save a: f(", "))"),
+    ("|x| (", ")"),
+];
+
+/// An operator repeated at one level (no delimiters): prefix operators
+/// recurse in syn's parser, the others build a deep tree.
+const CHAINS: &[(&str, &str, &str)] = &[
+    ("", "- ", "x"),
+    ("", "! ", "x"),
+    ("", "& ", "x"),
+    ("", "* ", "x"),
+    ("", "return ", "x"),
+    ("", "|| ", "x"),
+    ("x", " + x", ""),
+    ("x", ".f()", ""),
+    ("x", " as T", ""),
+    ("x", "?", ""),
+    ("x", ".0", ""),
+    ("x", "[0]", ""),
+    ("x", " = x", ""),
+];
+
+#[derive(Debug, Clone)]
+enum Deep {
+    Nested(Vec<usize>),
+    Chain(usize, usize),
+}
+
+fn deep_nested() -> impl Strategy<Value = Deep> {
+    prop::collection::vec(0..LEVELS.len(), 100..400).prop_map(Deep::Nested)
+}
+
+fn deep_chain() -> impl Strategy<Value = Deep> {
+    (0..CHAINS.len(), 200usize..20_000).prop_map(|(c, n)| Deep::Chain(c, n))
+}
+
+fn deep_expr(deep: &Deep) -> String {
+    match deep {
+        Deep::Nested(levels) => {
+            let mut text = String::from("x");
+            for &level in levels {
+                let (open, close) = LEVELS[level];
+                text = format!("{open}{text}{close}");
+            }
+            text
+        }
+        Deep::Chain(chain, n) => {
+            let (start, op, end) = CHAINS[*chain];
+            format!("{start}{}{end}", op.repeat(*n))
+        }
+    }
+}
+
+/// Where the deep expression goes: a `remat!` block, a region's argument,
+/// `needs`, a `#[checkpoint]` body, or a checkpoint's name.
+fn deep_inputs(expr: &str, place: u8) -> (Option<Input>, Input) {
+    let text = |s: String| Input::Text(s);
+    match place % 5 {
+        0 => (None, text(format!("let y = {expr}; needs y;"))),
+        1 => (None, text(format!("let y = save a: f(&{expr}); needs y;"))),
+        2 => (None, text(format!("needs {expr};"))),
+        3 => (
+            Some(text(String::new())),
+            text(format!(
+                "fn f(x: &Tensor) -> Tensor {{ let y = {expr}; remat! {{ needs y; }} y }}"
+            )),
+        ),
+        _ => (
+            Some(text(format!("name = [{expr}]"))),
+            text("fn f(x: &Tensor) -> Tensor { x + 1 }".to_string()),
+        ),
     }
 }
 
@@ -211,20 +648,73 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn remat_never_panics_on_random_tokens(input in tokens()) {
-        let _ = crate::expand::remat(input);
+    fn remat_on_random_tokens(input in prop::collection::vec(tok(), 0..40)) {
+        run(None, Input::Toks(input))?;
     }
 
     #[test]
-    fn checkpoint_never_panics_on_random_tokens(args in tokens(), item in tokens()) {
-        let _ = crate::checkpoint::checkpoint(args.clone(), item);
-        let _ = crate::checkpoint::checkpoint(args, quote!(fn f(&self, x: &Tensor) -> Tensor { x + 1 }));
+    fn checkpoint_on_random_tokens(
+        args in prop::collection::vec(tok(), 0..20),
+        item in prop::collection::vec(tok(), 0..40),
+    ) {
+        run(Some(Input::Toks(args.clone())), Input::Toks(item))?;
+        let valid = "fn f(&self, x: &Tensor) -> Tensor { x + 1 }".to_string();
+        run(Some(Input::Toks(args)), Input::Text(valid))?;
     }
 
     #[test]
-    fn checkpoint_never_panics_on_random_bodies(body in tokens()) {
-        let _ = crate::checkpoint::checkpoint(quote!(), quote!(fn f(&self, x: &Tensor) -> Tensor { #body }));
-        let _ = crate::checkpoint::checkpoint(quote!(), quote!(fn f(x: Tensor) { remat! { #body } }));
+    fn checkpoint_on_random_bodies(body in prop::collection::vec(tok(), 0..40)) {
+        let (body, real) = Input::Toks(body).tokens();
+        prop_assume!(real);
+        let method = format!("fn f(&self, x: &Tensor) -> Tensor {{ {body} }}");
+        run(Some(Input::Text(String::new())), Input::Text(method))?;
+        let block = format!("fn f(x: Tensor) {{ remat! {{ {body} }} }}");
+        run(Some(Input::Text(String::new())), Input::Text(block))?;
+    }
+
+    #[test]
+    fn remat_on_near_valid_blocks(
+        seed in 0..REMAT_SEEDS.len(),
+        mutations in prop::collection::vec(mutation(), 1..5),
+    ) {
+        if let Some(input) = mutated(REMAT_SEEDS[seed], &mutations) {
+            run(None, input)?;
+        }
+    }
+
+    #[test]
+    fn checkpoint_on_near_valid_functions(
+        seed in 0..CHECKPOINT_SEEDS.len(),
+        mutations in prop::collection::vec(mutation(), 1..5),
+        in_args in any::<bool>(),
+    ) {
+        let (args, item) = CHECKPOINT_SEEDS[seed];
+        let (args, item) = if in_args {
+            (mutated(args, &mutations), Some(Input::Text(item.to_string())))
+        } else {
+            (Some(Input::Text(args.to_string())), mutated(item, &mutations))
+        };
+        if let (Some(args), Some(item)) = (args, item) {
+            run(Some(args), item)?;
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_overflow(deep in deep_nested(), place in any::<u8>()) {
+        let (args, item) = deep_inputs(&deep_expr(&deep), place);
+        run(args, item)?;
+    }
+
+    /// Known to fail (issue 12, item 5, open): long operator chains at one
+    /// level (`- - - ... x`, `x + x + ...`) have no delimiters, so the
+    /// nesting limit does not see them, and syn's parser (prefix operators)
+    /// or the recursion over the deep tree they build overflows `STACK`.
+    /// Run with `--ignored`; it aborts the process when it fails.
+    #[test]
+    #[ignore = "open: operator chains overflow a 2 MiB stack (issue 12, item 5)"]
+    fn long_chains_are_refused_without_overflow(deep in deep_chain(), place in any::<u8>()) {
+        let (args, item) = deep_inputs(&deep_expr(&deep), place);
+        run(args, item)?;
     }
 
     #[test]

@@ -539,3 +539,79 @@ fn more_shapes_accepted() {
         accepted(body);
     }
 }
+
+/// Every identifier of an expansion (error messages are literals, not
+/// identifiers).
+fn idents(tokens: TokenStream) -> Vec<String> {
+    let mut out = Vec::new();
+    for token in tokens {
+        match token {
+            proc_macro2::TokenTree::Ident(ident) => out.push(ident.to_string()),
+            proc_macro2::TokenTree::Group(group) => out.extend(idents(group.stream())),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Issue 8's leftovers: after our error for `let a = save;` or for `needs`
+/// of an unknown name, the expansion must not name them any more, or rustc
+/// reports them again (E0425). `let a = save;` binds `a` to the error
+/// itself, so later uses of `a` are not reported either.
+#[test]
+fn missing_call_and_unknown_needs_leave_no_name_for_rustc() {
+    let expand = |body: TokenStream| {
+        crate::checkpoint::checkpoint(
+            quote!(),
+            quote!(fn forward(&self, x: &Tensor) -> Tensor { #body }),
+        )
+    };
+    let out = expand(quote! {
+        remat! { let a = save; }
+        remat! { let attn = save attention: f(x); needs atn, attn; }
+        let y = { remat! { let b = recompute; needs bb; } };
+        // In the bare code of another invocation.
+        remat! { let z = { remat! { needs cc; } 1 }; }
+        x + &a + attn
+    });
+    let messages = errors(&out);
+    assert_eq!(messages.len(), 5, "{messages:#?}");
+    for message in &messages[..3] {
+        assert!(message.contains("is not a local name"), "{messages:#?}");
+    }
+    assert!(messages[3].contains("expected a call after `save`"));
+    assert!(messages[4].contains("expected a call after `recompute`"));
+    let names = idents(out);
+    for gone in ["save", "recompute", "atn", "bb", "cc"] {
+        assert!(
+            !names.iter().any(|i| i == gone),
+            "`{gone}` is still in the expansion"
+        );
+    }
+    // `needs atn, attn;` keeps the call for `attn`; `a` is still bound.
+    assert!(names.iter().any(|i| i == "attn") && names.iter().any(|i| i == "a"));
+
+    // The same in a standalone block.
+    let out = crate::expand::remat(quote! { let a = save; needs a; });
+    assert_eq!(errors(&out).len(), 1, "{:#?}", errors(&out));
+    assert!(!idents(out).iter().any(|i| i == "save"));
+
+    // A local named `save` makes it ordinary Rust, kept as written.
+    let out = expand(quote! {
+        let save = x.shallow_clone();
+        remat! { let a = save; }
+        a
+    });
+    assert!(errors(&out).is_empty(), "{:#?}", errors(&out));
+    assert_eq!(idents(out).iter().filter(|i| *i == "save").count(), 2);
+
+    // After a statement macro that might bind it, `needs` of the name is
+    // left to rustc, call included.
+    let out = expand(quote! {
+        make_local!(atn);
+        remat! { needs atn; }
+        x + 1
+    });
+    assert!(errors(&out).is_empty(), "{:#?}", errors(&out));
+    assert!(idents(out).iter().filter(|i| *i == "atn").count() == 2);
+}
