@@ -12,6 +12,7 @@ mod hooks;
 mod node;
 mod placeholder;
 mod storage;
+mod untracked;
 
 pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload};
 pub(crate) use node::{attach_node, grad_fn_saved, NodeBackward, SavedAccess};
@@ -21,6 +22,7 @@ pub use storage::{
     set_grad_enabled, set_rng_state, storage_key, storage_nbytes, storage_offset, tensor_version,
     GradModeGuard, StorageKey, WeakStorage, WeakTensor,
 };
+pub(crate) use untracked::UntrackedGuard;
 
 use crate::error::{Error, Result};
 use std::ffi::CStr;
