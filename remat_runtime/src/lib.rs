@@ -62,7 +62,7 @@ pub use hooks::tensor_hooks::{
     current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
 };
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
-pub use shared::{Shared, SharedT};
+pub use shared::Shared;
 pub use tch::Tensor;
 
 #[doc(hidden)]

@@ -12,8 +12,8 @@ use tch::nn::{Module, ModuleT};
 use tch::Tensor;
 
 /// A value shared by the model and the checkpoints that capture it: an
-/// `Arc<Mutex<T>>` with [`Capture`], and [`Module`]/[`ModuleT`] when `T` has
-/// them. Use it for anything a checkpoint closure must own but cannot clone:
+/// `Arc<Mutex<T>>` with [`Capture`], and [`ModuleT`] (and an inherent
+/// `forward`) when `T` is a module. Use it for anything a checkpoint closure must own but cannot clone:
 /// a tch module without a `remat::nn` counterpart (an LSTM, a transposed
 /// convolution), a boxed closure, a counter. (`Arc<T>` alone does not work
 /// for tch types: `Tensor` is `Send` but not `Sync`, so `Arc<Tensor>` is not
@@ -75,40 +75,23 @@ impl<T: fmt::Debug> fmt::Debug for Shared<T> {
     }
 }
 
-impl<T: Module> Module for Shared<T> {
-    fn forward(&self, xs: &Tensor) -> Tensor {
+impl<T: Module> Shared<T> {
+    /// The module's `forward` (an inherent method: `Shared` implements
+    /// [`ModuleT`], which covers modules and train-aware modules alike).
+    ///
+    /// ```
+    /// use remat_runtime::Shared;
+    /// let relu = Shared::new(tch::nn::func(|xs| xs.relu()));
+    /// let x = tch::Tensor::from_slice(&[-1.0f32, 2.0]);
+    /// assert!(relu.forward(&x).equal(&x.relu()));
+    /// ```
+    pub fn forward(&self, xs: &Tensor) -> Tensor {
         self.lock().forward(xs)
     }
 }
 
-/// A [`Shared`] module that is [`ModuleT`] only (tch's `SequentialT`,
-/// `FuncT`): `Shared` gets `ModuleT` through tch's blanket impl for
-/// modules, so train-aware contents go through this wrapper.
-///
-/// ```
-/// use remat_runtime::{Shared, SharedT};
-/// use tch::nn::{self, ModuleT};
-/// let drop = SharedT(Shared::new(nn::func_t(|xs, train| xs.dropout(0.5, train))));
-/// let x = tch::Tensor::ones([4], tch::kind::FLOAT_CPU);
-/// assert!(drop.forward_t(&x, false).equal(&x));
-/// ```
-#[derive(Debug)]
-pub struct SharedT<T>(pub Shared<T>);
-
-impl<T> Clone for SharedT<T> {
-    fn clone(&self) -> Self {
-        SharedT(self.0.clone())
-    }
-}
-
-impl<T: ModuleT> ModuleT for SharedT<T> {
+impl<T: ModuleT> ModuleT for Shared<T> {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        self.0.lock().forward_t(xs, train)
-    }
-}
-
-impl<T: 'static> Capture for SharedT<T> {
-    fn capture(&self) -> Self {
-        self.clone()
+        self.lock().forward_t(xs, train)
     }
 }

@@ -20,7 +20,7 @@ mod sequential;
 
 pub use tch::nn::*;
 
-pub use crate::shared::{Shared, SharedT};
+pub use crate::shared::Shared;
 pub use batch_norm::{batch_norm1d, batch_norm2d, batch_norm3d, BatchNorm};
 pub use conv::{conv, conv1d, conv2d, conv3d, Conv, Conv1D, Conv2D, Conv3D};
 pub use embedding::{embedding, Embedding};
