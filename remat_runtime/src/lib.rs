@@ -41,6 +41,7 @@ pub use bridge::{
 };
 pub use capture::Capture;
 pub use checkpointing::checkpoint::{checkpoint, Checkpoint};
+pub use checkpointing::closure::ReplayableClosure;
 pub use checkpointing::determinism::Determinism;
 pub use checkpointing::frame::{is_recomputing, Phase};
 pub use checkpointing::policy::Policy;
