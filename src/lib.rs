@@ -30,7 +30,7 @@ pub use tch;
 /// ```
 pub mod prelude {
     pub use crate::{
-        checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor, region, remat, Capture,
-        Determinism, Policy, RecomputeStateHook, RngStateHook, Tensor,
+        checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor, region, remat,
+        BufferStateHook, Capture, Determinism, Policy, RecomputeStateHook, RngStateHook, Tensor,
     };
 }

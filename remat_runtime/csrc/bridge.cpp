@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -467,6 +468,18 @@ remat_err remat_version(const remat_tensor* t, uint32_t* out) {
 int remat_grad_mode_enabled(void) { return c10::GradMode::is_enabled(); }
 
 void remat_grad_mode_set(int enabled) { c10::GradMode::set_enabled(enabled != 0); }
+
+void* remat_untracked_push(void) {
+  try {
+    return new at::AutoDispatchBelowADInplaceOrView();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void remat_untracked_pop(void* guard) {
+  delete static_cast<at::AutoDispatchBelowADInplaceOrView*>(guard);
+}
 
 int remat_graph_task_id(void) {
   return torch::autograd::get_current_graph_task_id();

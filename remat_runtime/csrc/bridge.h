@@ -113,6 +113,11 @@ void remat_tensor_weak_free(void* weak);
 remat_err remat_version(const remat_tensor* t, uint32_t* out);
 int remat_grad_mode_enabled(void);
 void remat_grad_mode_set(int enabled);
+// A guard (heap-allocated, popped in reverse order on the same thread) under
+// which ops skip autograd and the ADInplaceOrView kernel: in-place writes
+// record no history and bump no version counter. Null if it cannot be made.
+void* remat_untracked_push(void);
+void remat_untracked_pop(void* guard);
 int remat_graph_task_id(void);
 int remat_graph_task_keep_graph(void);
 int remat_is_leaf(const remat_tensor* t);

@@ -50,7 +50,9 @@ use tch::Tensor;
     message = "`{Self}` cannot be captured by a checkpoint",
     label = "replay runs after the function returns, so the checkpoint must own this value",
     note = "implement `remat::Capture` for it (`#[derive(Capture)]` on a struct of capturable fields), \
-            wrap it in an `Arc`, or pass it as a tensor parameter"
+            use the `remat::nn` module of the same name (tch's own modules cannot be rebuilt), \
+            wrap it in `remat::Shared::new(..)` (not an `Arc`: tch types are not `Sync`), \
+            or pass it as a tensor parameter"
 )]
 pub trait Capture: Sized + 'static {
     /// An owned handle to the same value.
@@ -124,7 +126,8 @@ impl<T: ?Sized + 'static> Capture for Arc<T> {
 
 /// Compiles, but a checkpoint closure must be `Send` (replay may run on an
 /// autograd worker thread), so an `Rc` can only be captured by a closure you
-/// do not hand to a checkpoint; prefer `Arc`.
+/// do not hand to a checkpoint; prefer `Arc` (for `Send + Sync` values) or
+/// `remat::Shared` (for tch types, which are not `Sync`).
 impl<T: ?Sized + 'static> Capture for Rc<T> {
     fn capture(&self) -> Self {
         Rc::clone(self)

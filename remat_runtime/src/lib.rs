@@ -29,6 +29,8 @@ mod error;
 mod function;
 mod hooks;
 mod io;
+pub mod nn;
+mod shared;
 mod sync;
 
 pub use bridge::{
@@ -39,6 +41,7 @@ pub use bridge::{
 };
 pub use capture::Capture;
 pub use checkpointing::checkpoint::{checkpoint, Checkpoint};
+pub use checkpointing::closure::ReplayableClosure;
 pub use checkpointing::determinism::Determinism;
 pub use checkpointing::frame::{is_recomputing, Phase};
 pub use checkpointing::policy::Policy;
@@ -58,12 +61,14 @@ pub use diagnostics::trace::{
 };
 pub use error::{Error, Result};
 pub use function::{apply, try_apply, BackwardContext, ForwardContext, Function};
+pub use hooks::buffers::BufferStateHook;
 pub use hooks::saved_tensors::{saved_tensors_hooks, SavedTensorsHooks};
 pub use hooks::state::{RecomputeStateHook, RngStateHook};
 pub use hooks::tensor_hooks::{
     current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
 };
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
+pub use shared::Shared;
 pub use tch::Tensor;
 
 #[doc(hidden)]

@@ -96,6 +96,8 @@ extern "C" {
     pub(super) fn remat_version(t: *const C_tensor, out: *mut u32) -> RematErr;
     pub(super) fn remat_grad_mode_enabled() -> c_int;
     pub(super) fn remat_grad_mode_set(enabled: c_int);
+    pub(super) fn remat_untracked_push() -> *mut c_void;
+    pub(super) fn remat_untracked_pop(guard: *mut c_void);
     pub(super) fn remat_graph_task_id() -> c_int;
     pub(super) fn remat_graph_task_keep_graph() -> c_int;
     pub(super) fn remat_is_leaf(t: *const C_tensor) -> c_int;

@@ -13,6 +13,7 @@ mod hooks;
 mod node;
 mod placeholder;
 mod storage;
+mod untracked;
 
 pub(crate) use cuda::{
     attach_oom_observer, cuda_blocks, cuda_built, record_allocation_contexts, storage_data,
@@ -27,6 +28,7 @@ pub use storage::{
     tensor_version, GradModeGuard, StorageKey, WeakStorage, WeakTensor,
 };
 pub(crate) use storage::{is_parameter, no_grad};
+pub(crate) use untracked::UntrackedGuard;
 
 use crate::error::{Error, Result};
 use std::ffi::CStr;

@@ -9,6 +9,7 @@
 //! also when the closure panics; with grad mode off the closure simply runs.
 
 use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, WeakStorage};
+use crate::checkpointing::closure::ReplayableClosure;
 use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holder::ForwardHooks;
@@ -228,7 +229,7 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + Send + 'static,
+        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
     {
         match self.run(inputs, body) {
             Ok(out) => out,
@@ -248,7 +249,7 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + Send + 'static,
+        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
     {
         let name = self.name.clone().unwrap_or_else(|| "<unnamed>".into());
         catch_quietly(|| self.run(inputs, body)).unwrap_or_else(|p| {
@@ -263,7 +264,7 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + Send + 'static,
+        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
     {
         let mut flat = Vec::new();
         inputs.flatten(&mut flat);

@@ -9,6 +9,7 @@
 //! (the public builder and the forward).
 
 pub(crate) mod checkpoint;
+pub(crate) mod closure;
 pub(crate) mod determinism;
 pub(crate) mod frame;
 pub(crate) mod holder;

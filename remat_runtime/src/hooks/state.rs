@@ -4,7 +4,7 @@
 //! Invariant: restores are absolute (a snapshot, never a delta), so a
 //! restore can be repeated and undone by restoring another snapshot.
 
-use crate::bridge::{rng_state, set_rng_state};
+use crate::bridge::{rng_state, set_rng_state, UntrackedGuard};
 use std::any::Any;
 use std::sync::Arc;
 use tch::{Device, Tensor};
@@ -47,7 +47,11 @@ pub(crate) fn snapshot_all(hooks: &[Arc<dyn RecomputeStateHook>]) -> Snapshots {
     hooks.iter().map(|h| h.snapshot()).collect()
 }
 
+/// Restores run untracked: their in-place writes bump no version counter, so
+/// a tensor a `Save` region kept (a batch norm's running mean) still passes
+/// the in-place check after replay restored it (see `UntrackedGuard`).
 pub(crate) fn restore_all(hooks: &[Arc<dyn RecomputeStateHook>], snaps: &Snapshots) {
+    let _untracked = UntrackedGuard::new();
     for (h, s) in hooks.iter().zip(snaps) {
         h.restore(&**s);
     }
