@@ -8,6 +8,9 @@
 //!   state hooks ([`RecomputeStateHook`]) and determinism checks;
 //! - user-defined autograd functions written in Rust ([`Function`], [`apply`]);
 //! - saved-tensor hooks without Python ([`saved_tensors_hooks`]);
+//! - a memory-budget planner ([`planner`]): profile a model, choose saves
+//!   and checkpoints for a byte budget, apply them through `Policy::Auto`
+//!   and [`Checkpoint::auto`];
 //! - placeholder tensors that have metadata but no data ([`placeholder`]);
 //! - storage identity and version counters ([`storage_key`], [`WeakStorage`],
 //!   [`tensor_version`]).
@@ -29,6 +32,7 @@ mod error;
 mod function;
 mod hooks;
 mod io;
+pub mod planner;
 mod sync;
 
 pub use bridge::{
@@ -59,6 +63,7 @@ pub use hooks::tensor_hooks::{
     current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
 };
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
+pub use planner::{Plan, PlanGuard, Profile};
 pub use tch::Tensor;
 
 #[doc(hidden)]
