@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example plan -- [--config small|medium] [--budget 60MiB]
-//!     [--peak] [--steps 5] [--out plan.json] [--sweep]
+//!     [--peak] [--steps 5] [--out plan.json] [--sweep [--svg pareto.svg]]
 //! ```
 //!
 //! Profiles one forward, prints the profile and the plan for the budget
@@ -25,6 +25,7 @@ struct Args {
     steps: usize,
     out: String,
     sweep: bool,
+    svg: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -35,6 +36,7 @@ fn args() -> Result<Args, String> {
         steps: 5,
         out: "plan.json".into(),
         sweep: false,
+        svg: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -52,6 +54,7 @@ fn args() -> Result<Args, String> {
             "--steps" => a.steps = value()?.parse().map_err(|e| format!("--steps: {e}"))?,
             "--out" => a.out = value()?,
             "--sweep" => a.sweep = true,
+            "--svg" => a.svg = Some(value()?),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -133,6 +136,7 @@ fn sweep(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let reps = 5;
     println!("hand policies against the plan at their bytes ({reps} steps each, median):");
+    let mut hand_points = Vec::new();
     for policy in POLICIES {
         let bytes = measure_kept_bytes(|| loss(policy)).1;
         let hand = step_ms(model, reps, || loss(policy));
@@ -144,6 +148,27 @@ fn sweep(
             mib(bytes),
             mib(plan.predicted.kept_bytes)
         );
+        hand_points.push((format!("{policy:?}"), bytes, hand));
+    }
+    let least = Plan::minimum(profile).predicted.kept_bytes;
+    let most = hand_points[0].1; // `None`
+    println!("plans from the least to `None`'s bytes:");
+    let mut frontier = Vec::new();
+    for i in 0..=10 {
+        let budget = least + (most - least) * i / 10;
+        let plan = Plan::for_budget(profile, budget)?;
+        let ms = step_ms(model, reps, || plan.scope(|| loss(ModelPolicy::Auto)));
+        println!(
+            "  budget {:>9.3} MiB: keeps {:>9.3} MiB, {ms:>8.1} ms (replay predicted {:.1} ms)",
+            mib(budget),
+            mib(plan.predicted.kept_bytes),
+            plan.predicted.replay_ns as f64 / 1e6
+        );
+        frontier.push((plan.predicted.kept_bytes, ms));
+    }
+    if let Some(path) = &a.svg {
+        std::fs::write(path, pareto_svg(&frontier, &hand_points))?;
+        println!("Pareto plot written to {path}");
     }
     if a.cfg != SMALL {
         return Ok(());
@@ -176,4 +201,80 @@ fn sweep(
         );
     }
     Ok(())
+}
+
+/// Step time against bytes kept: the plans as a line, the hand policies as
+/// labelled points (plain SVG, no plotting dependency).
+fn pareto_svg(frontier: &[(i64, f64)], hand: &[(String, i64, f64)]) -> String {
+    let (w, h, m) = (640.0, 420.0, 60.0);
+    let xs = frontier.iter().map(|p| mib(p.0)).chain(hand.iter().map(|p| mib(p.1)));
+    let ys = frontier.iter().map(|p| p.1).chain(hand.iter().map(|p| p.2));
+    let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    let (y0, y1) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    let (y0, y1) = (y0 * 0.95, y1 * 1.05);
+    let sx = |x: f64| m + (x - x0) / (x1 - x0).max(1e-9) * (w - 2.0 * m);
+    let sy = |y: f64| h - m - (y - y0) / (y1 - y0).max(1e-9) * (h - 2.0 * m);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <line x1=\"{m}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"black\"/>\n\
+         <line x1=\"{m}\" y1=\"{m}\" x2=\"{m}\" y2=\"{b}\" stroke=\"black\"/>\n\
+         <text x=\"{cx}\" y=\"{lb}\" text-anchor=\"middle\">bytes kept (MiB)</text>\n\
+         <text x=\"15\" y=\"{cy}\" transform=\"rotate(-90 15 {cy})\" \
+         text-anchor=\"middle\">step time (ms)</text>\n",
+        b = h - m,
+        r = w - m,
+        cx = w / 2.0,
+        lb = h - 20.0,
+        cy = h / 2.0,
+    );
+    for i in 0..=4 {
+        let x = x0 + (x1 - x0) * i as f64 / 4.0;
+        let y = y0 + (y1 - y0) * i as f64 / 4.0;
+        svg += &format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{x:.1}</text>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{y:.0}</text>\n",
+            sx(x),
+            h - m + 16.0,
+            m - 6.0,
+            sy(y) + 4.0
+        );
+    }
+    let mut sorted = frontier.to_vec();
+    sorted.sort_by_key(|p| p.0);
+    let points: Vec<String> = sorted
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", sx(mib(p.0)), sy(p.1)))
+        .collect();
+    svg += &format!(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"steelblue\" stroke-width=\"2\"/>\n",
+        points.join(" ")
+    );
+    for p in &sorted {
+        svg += &format!(
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"steelblue\"/>\n",
+            sx(mib(p.0)),
+            sy(p.1)
+        );
+    }
+    for (name, bytes, ms) in hand {
+        let (x, y) = (sx(mib(*bytes)), sy(*ms));
+        svg += &format!(
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\" fill=\"crimson\"/>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\">{name}</text>\n",
+            x - 4.0,
+            y - 4.0,
+            x + 7.0,
+            y - 7.0
+        );
+    }
+    svg += &format!(
+        "<text x=\"{r}\" y=\"{t}\" text-anchor=\"end\" fill=\"steelblue\">plan (line)</text>\n\
+         <text x=\"{r}\" y=\"{t2}\" text-anchor=\"end\" fill=\"crimson\">hand policies</text>\n</svg>\n",
+        r = w - m,
+        t = m - 20.0,
+        t2 = m - 6.0
+    );
+    svg
 }
