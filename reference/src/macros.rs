@@ -29,6 +29,7 @@ impl BlockPolicy {
             ModelPolicy::Full => (true, Recompute, Recompute),
             ModelPolicy::Selective => (true, Save, Recompute),
             ModelPolicy::SaveMlp => (true, Recompute, Save),
+            ModelPolicy::Auto => (true, Policy::Auto, Policy::Auto),
         };
         BlockPolicy {
             checkpoint,
@@ -168,6 +169,11 @@ impl Block {
 /// The loss of `model`'s parameters with the blocks written with the
 /// macros, op for op as the runtime-API version (`Model::loss_api`).
 pub fn loss(model: &Model, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
+    if policy == ModelPolicy::Auto {
+        // The checkpoint's own on/off decision from a plan has no macro
+        // form yet: the runtime-API blocks run it.
+        return model.loss_api(tokens, targets, policy);
+    }
     let policy = BlockPolicy::of(policy);
     let blocks: Vec<Block> = model.blocks.iter().map(Block::of).collect();
     model.loss_through(tokens, targets, |mut x| {

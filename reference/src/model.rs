@@ -56,6 +56,11 @@ pub enum ModelPolicy {
     Full,
     Selective,
     SaveMlp,
+    /// As the active plan decides (docs/planner.md): each block is an
+    /// `auto()` checkpoint with `Policy::Auto` regions `attention` and `mlp`;
+    /// without a plan, every block checkpoints and both regions recompute.
+    /// Not in `POLICIES` (the hand policies).
+    Auto,
 }
 
 pub const POLICIES: [ModelPolicy; 4] = [
@@ -320,6 +325,12 @@ pub fn block_body(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
         ModelPolicy::SaveMlp => {
             region("attention", Policy::Recompute).call(&h, |h| attention(p, h))
         }
+        ModelPolicy::Auto => {
+            let a = region("attention", Policy::Auto).call(&h, |h| attention(p, h));
+            // The residual add reads it on replay if the plan saves it.
+            recompute_needs_tensor(&a);
+            a
+        }
         _ => attention(p, &h),
     };
     let x = x + attn;
@@ -328,6 +339,11 @@ pub fn block_body(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
         ModelPolicy::Selective => region("mlp", Policy::Recompute).call(&h, |h| mlp(p, h)),
         ModelPolicy::SaveMlp => {
             let m = region("mlp", Policy::Save).call(&h, |h| mlp(p, h));
+            recompute_needs_tensor(&m);
+            m
+        }
+        ModelPolicy::Auto => {
+            let m = region("mlp", Policy::Auto).call(&h, |h| mlp(p, h));
             recompute_needs_tensor(&m);
             m
         }
@@ -374,7 +390,13 @@ pub fn block_forward(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
         return block_body(p, x, policy);
     }
     let p2 = p.shallow();
-    checkpoint(format!("layers.{}", p.index)).call(x, move |x| block_body(&p2, &x, policy))
+    let ckpt = checkpoint(format!("layers.{}", p.index));
+    let ckpt = if policy == ModelPolicy::Auto {
+        ckpt.auto()
+    } else {
+        ckpt
+    };
+    ckpt.call(x, move |x| block_body(&p2, &x, policy))
 }
 
 /// Deterministic tokens and next-byte targets.

@@ -48,6 +48,10 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A memory plan could not be made, read, or applied (budget below the
+    /// minimum, a plan file that does not match the model, ...).
+    #[error("plan: {0}")]
+    Plan(String),
     /// The closure of a checkpoint or region panicked.
     #[error("{0}")]
     Panic(String),

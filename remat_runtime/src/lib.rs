@@ -8,6 +8,9 @@
 //!   state hooks ([`RecomputeStateHook`]) and determinism checks;
 //! - user-defined autograd functions written in Rust ([`Function`], [`apply`]);
 //! - saved-tensor hooks without Python ([`saved_tensors_hooks`]);
+//! - a memory-budget planner ([`planner`]): profile a model, choose saves
+//!   and checkpoints for a byte budget, apply them through `Policy::Auto`
+//!   and [`Checkpoint::auto`];
 //! - placeholder tensors that have metadata but no data ([`placeholder`]);
 //! - storage identity and version counters ([`storage_key`], [`WeakStorage`],
 //!   [`tensor_version`]).
@@ -30,6 +33,7 @@ mod function;
 mod hooks;
 mod io;
 pub mod nn;
+pub mod planner;
 mod shared;
 mod sync;
 
@@ -68,6 +72,7 @@ pub use hooks::tensor_hooks::{
     current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
 };
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionInputs, RegionOutput};
+pub use planner::{Plan, PlanGuard, Profile};
 pub use shared::Shared;
 pub use tch::Tensor;
 

@@ -9,12 +9,14 @@
 //! also when the closure panics; with grad mode off the closure simply runs.
 
 use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, WeakStorage};
+use crate::checkpointing::auto;
 use crate::checkpointing::closure::ReplayableClosure;
 use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holder::ForwardHooks;
 use crate::checkpointing::nodes;
 use crate::checkpointing::state::{Body, CheckpointState, KeptInput, StateOptions};
+use crate::diagnostics::profiling;
 use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::hooks::state::{snapshot_all, RecomputeStateHook};
@@ -46,9 +48,18 @@ pub struct Checkpoint {
     determinism: Determinism,
     state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
     saved_tensors_hooks: Option<TensorHooks>,
-    enabled: bool,
+    enabled: Enabled,
     /// `None`: the process-wide default (`REMAT_STRICT_REPLAY`).
     strict: Option<bool>,
+}
+
+/// Whether a checkpoint call checkpoints.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Enabled {
+    On,
+    Off,
+    /// As the active plan decides (on without one).
+    Auto,
 }
 
 /// Whether strict replay is on for checkpoints that do not say: the
@@ -78,7 +89,7 @@ pub fn checkpoint(name: impl Into<String>) -> Checkpoint {
         determinism: Determinism::None,
         state_hooks: Vec::new(),
         saved_tensors_hooks: None,
-        enabled: true,
+        enabled: Enabled::On,
         strict: None,
     }
 }
@@ -98,7 +109,27 @@ impl Checkpoint {
     /// y.sum(tch::Kind::Float).backward();
     /// ```
     pub fn enabled(mut self, enabled: bool) -> Self {
-        self.enabled = enabled;
+        self.enabled = if enabled { Enabled::On } else { Enabled::Off };
+        self
+    }
+
+    /// Whether this call checkpoints is the active plan's decision for this
+    /// checkpoint's name (see `Plan::activate`); without an active plan it
+    /// checkpoints. A plan that does not know the name makes `call` fail
+    /// with an error naming it. Its `Policy::Auto` regions follow the same
+    /// plan; the decision is taken once, on the forward, and replay keeps it.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, live_checkpoints, region, Policy};
+    /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("block").auto().call(&x, |x| {
+    ///     region("sin", Policy::Auto).call(&x, |x| x.sin())
+    /// });
+    /// assert_eq!(live_checkpoints(), 1); // no plan: it checkpoints
+    /// y.sum(tch::Kind::Float).backward();
+    /// ```
+    pub fn auto(mut self) -> Self {
+        self.enabled = Enabled::Auto;
         self
     }
 
@@ -273,9 +304,25 @@ impl Checkpoint {
         let owned =
             move |flat: Vec<Option<Tensor>>| I::rebuild(&mut lens.iter(), &mut flat.into_iter());
 
-        if !self.enabled || !grad_enabled() {
+        let decision = auto::resolve(self.name.as_deref());
+        let enabled = match self.enabled {
+            Enabled::On => true,
+            Enabled::Off => false,
+            Enabled::Auto => {
+                let name = self.name.as_deref().unwrap_or("<unnamed>");
+                decision
+                    .checkpointed(name)
+                    .map_err(|message| Error::Checkpoint {
+                        checkpoint: name.to_string(),
+                        message,
+                    })?
+            }
+        };
+        if !enabled || !grad_enabled() {
             return Ok(body(owned(flat)));
         }
+        let profile =
+            profiling::start_call(self.name.as_deref(), self.enabled == Enabled::Auto, &flat);
 
         let present: Vec<bool> = flat.iter().map(Option::is_some).collect();
         let saved: Vec<&Tensor> = flat.iter().flatten().collect();
@@ -315,6 +362,8 @@ impl Checkpoint {
             input_saver: saver,
             present,
             inputs: kept_inputs,
+            auto: decision,
+            profile,
         });
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
@@ -322,7 +371,17 @@ impl Checkpoint {
             lock(&state.inner).entry_snapshots = snapshot_all(&state.state_hooks);
             // A panic unwinds through the guards: nothing stays installed.
             let mut body = lock(&state.body);
-            (body)(flat)
+            match &state.profile {
+                None => (body)(flat),
+                Some(call) => {
+                    let start = std::time::Instant::now();
+                    let parts = (body)(flat);
+                    let mut call = lock(call);
+                    call.elapsed = start.elapsed();
+                    call.checkpointed = true;
+                    parts
+                }
+            }
         };
         if parts.iter().any(Option::is_none) {
             return Err(state.error(

@@ -32,4 +32,19 @@ pub enum Policy {
     /// Runs on the forward and again on replay (the default of all code in a
     /// checkpoint).
     Recompute,
+    /// `Save` or `Recompute` as the active plan decides for this region (by
+    /// checkpoint name and region name; see `Plan::activate`). Resolved once,
+    /// on the forward, when the checkpoint starts: its replay uses the same
+    /// decision on whatever thread autograd runs it. Without an active plan
+    /// it means `Recompute`; inside a `Save` region it is a plain call, like
+    /// any region there.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, Policy};
+    /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// // No plan is active: `Auto` recomputes.
+    /// let y = checkpoint("block").call(&x, |x| region("sin", Policy::Auto).call(&x, |x| x.sin()));
+    /// y.sum(tch::Kind::Float).backward();
+    /// ```
+    Auto,
 }

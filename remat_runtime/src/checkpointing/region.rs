@@ -10,6 +10,7 @@ use crate::checkpointing::persist::persist;
 use crate::checkpointing::policy::Policy;
 use crate::checkpointing::save_region::{self, reject_grad_leaves};
 use crate::checkpointing::state::CheckpointState;
+use crate::diagnostics::profiling::RegionCall;
 use crate::diagnostics::trace;
 use crate::error::{Error, Result};
 use crate::io::{RegionInputs, RegionOutput};
@@ -17,6 +18,7 @@ use crate::sync::lock;
 use std::borrow::Cow;
 use std::panic::Location;
 use std::sync::Arc;
+use std::time::Instant;
 use tch::Tensor;
 
 /// A region about to be called; see [`region`].
@@ -54,7 +56,8 @@ pub fn region(name: impl Into<Cow<'static, str>>, policy: Policy) -> Region {
 
 enum Mode {
     Plain,
-    Run(Arc<CheckpointState>, Phase),
+    /// With the policy resolved (never `Auto`).
+    Run(Arc<CheckpointState>, Phase, Policy),
 }
 
 impl Region {
@@ -124,7 +127,7 @@ impl Region {
             if f.save_depth > 0 {
                 // Inside a Save body the outer region keeps everything.
                 return match self.policy {
-                    Policy::Save => Ok(Mode::Plain),
+                    Policy::Save | Policy::Auto => Ok(Mode::Plain),
                     Policy::Recompute => Err(Error::Region {
                         region: f.state.region_display(&self.name),
                         message: "a `recompute` region inside a `save` region never replays, \
@@ -134,8 +137,20 @@ impl Region {
                     }),
                 };
             }
+            // The checkpoint's decision, taken on its forward: replay agrees.
+            let policy = match self.policy {
+                Policy::Auto => f
+                    .state
+                    .auto
+                    .region(f.state.display_name(), &self.name)
+                    .map_err(|message| Error::Region {
+                        region: f.state.region_display(&self.name),
+                        message,
+                    })?,
+                p => p,
+            };
             if f.phase == Phase::Forward {
-                trace::record_region(&self.name, self.policy);
+                trace::record_region(&self.name, policy);
             }
             // A literal name is borrowed: no allocation on this path.
             if !f.claimed.insert(self.name.clone()) {
@@ -150,14 +165,42 @@ impl Region {
                     ),
                 });
             }
-            Ok(Mode::Run(f.state.clone(), f.phase))
+            Ok(Mode::Run(f.state.clone(), f.phase, policy))
         })?;
-        let (state, phase) = match mode {
+        let (state, phase, policy) = match mode {
             Mode::Plain => return Ok(body(inputs)),
-            Mode::Run(state, phase) => (state, phase),
+            Mode::Run(state, phase, policy) => (state, phase, policy),
         };
+        if phase == Phase::Forward {
+            if let Some(call) = &state.profile {
+                let call = call.clone();
+                let (name, declared) = (self.name.to_string(), self.policy);
+                let timed = move |inputs| {
+                    let start = Instant::now();
+                    let out = body(inputs);
+                    lock(&call).regions.push(RegionCall {
+                        name,
+                        declared,
+                        elapsed: start.elapsed(),
+                    });
+                    out
+                };
+                return self.run(state, phase, policy, inputs, timed);
+            }
+        }
+        self.run(state, phase, policy, inputs, body)
+    }
+
+    fn run<I: RegionInputs, O: RegionOutput>(
+        &self,
+        state: Arc<CheckpointState>,
+        phase: Phase,
+        policy: Policy,
+        inputs: I,
+        body: impl FnOnce(I) -> O,
+    ) -> Result<O> {
         let _running = frame::enter_region(self.name.clone());
-        match (phase, self.policy) {
+        match (phase, policy) {
             (Phase::Forward, Policy::Recompute) => {
                 persist(&state.persist, &inputs)?;
                 let parts = body(inputs).into_parts();
@@ -180,6 +223,10 @@ impl Region {
                 Ok(body(inputs))
             }
             (Phase::Recompute, Policy::Save) => save_region::replay(&state, &self.name, inputs),
+            (_, Policy::Auto) => Err(Error::Internal(format!(
+                "region `{}` reached its run with its policy unresolved",
+                state.region_display(&self.name)
+            ))),
         }
     }
 }

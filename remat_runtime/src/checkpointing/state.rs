@@ -10,9 +10,11 @@
 //! `region`, `save_region`, `checkpoint`).
 
 use crate::bridge::WeakStorage;
+use crate::checkpointing::auto::Resolved;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
 use crate::checkpointing::persist::PersistIndex;
 use crate::checkpointing::record::SaveRecord;
+use crate::diagnostics::profiling::CheckpointCall;
 use crate::error::Error;
 use crate::hooks::state::{RecomputeStateHook, Snapshots};
 use crate::sync::lock;
@@ -45,6 +47,11 @@ pub(crate) struct CheckpointState {
     /// which must not run under `inner`'s).
     pub persist: Mutex<PersistIndex>,
     pub inner: Mutex<Inner>,
+    /// The active plan's decision, taken when the forward started: `Auto`
+    /// regions read it on the forward and on every replay alike.
+    pub auto: Resolved,
+    /// Where the forward's timings go when profiling (`None` otherwise).
+    pub profile: Option<Arc<Mutex<CheckpointCall>>>,
 }
 
 /// The mutable part of a [`CheckpointState`].
@@ -121,6 +128,8 @@ pub(crate) struct StateOptions {
     pub input_saver: Tensor,
     pub present: Vec<bool>,
     pub inputs: Vec<KeptInput>,
+    pub auto: Resolved,
+    pub profile: Option<Arc<Mutex<CheckpointCall>>>,
 }
 
 impl CheckpointState {
@@ -139,6 +148,8 @@ impl CheckpointState {
             replay_lock: Mutex::new(()),
             persist: Mutex::new(PersistIndex::default()),
             inner: Mutex::new(Inner::default()),
+            auto: options.auto,
+            profile: options.profile,
         });
         let mut registry = lock(&REGISTRY);
         registry.retain(|w| w.strong_count() > 0);

@@ -86,6 +86,7 @@ impl fmt::Display for Trace {
                         let p = match policy {
                             Policy::Save => "save",
                             Policy::Recompute => "recompute",
+                            Policy::Auto => "auto",
                         };
                         writeln!(f, "{pad}{name}: {p}")?;
                     }

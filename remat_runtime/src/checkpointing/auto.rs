@@ -1,0 +1,133 @@
+//! Run-time decisions for `Policy::Auto` regions and `auto()` checkpoints:
+//! the decision table active on this thread, and what one checkpoint call
+//! resolved from it.
+//!
+//! Invariants: a checkpoint resolves its decision once, on the forward, when
+//! it starts (`resolve`), and keeps it in its state; its regions and its
+//! replay (on any thread) read only that, never the thread-local table, so
+//! replay always sees the forward's decision. Activation is a stack per
+//! thread, undone by guards (also when unwinding).
+
+use crate::checkpointing::policy::Policy;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// What the table decides for one checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Decision {
+    /// Whether an `auto()` checkpoint checkpoints (otherwise a plain call).
+    pub checkpointed: bool,
+    /// `Save` or `Recompute` per `Auto` region name.
+    pub regions: Vec<(String, Policy)>,
+}
+
+/// Decisions by checkpoint name: what a plan becomes when activated.
+#[derive(Debug, Default)]
+pub(crate) struct DecisionTable {
+    /// How errors name the table (e.g. "the active plan (budget 60.0 MiB)").
+    pub describe: String,
+    pub checkpoints: HashMap<String, Arc<Decision>>,
+}
+
+thread_local! {
+    /// `None` entries mask outer tables (the profiler runs "no plan").
+    static ACTIVE: RefCell<Vec<Option<Arc<DecisionTable>>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Pops the table it pushed when dropped; stays on its thread.
+pub(crate) struct ActiveGuard {
+    depth: usize,
+    _not_send: PhantomData<*const ()>,
+}
+
+/// Makes `table` (or, with `None`, no table) the active one on this thread
+/// until the guard drops.
+pub(crate) fn push(table: Option<Arc<DecisionTable>>) -> ActiveGuard {
+    ACTIVE.with(|a| {
+        let mut a = a.borrow_mut();
+        a.push(table);
+        ActiveGuard {
+            depth: a.len() - 1,
+            _not_send: PhantomData,
+        }
+    })
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        ACTIVE.with(|a| a.borrow_mut().truncate(self.depth));
+    }
+}
+
+/// What one checkpoint call resolved on its forward.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Resolved {
+    /// No table was active: `auto()` checkpoints, `Auto` recomputes.
+    #[default]
+    NoPlan,
+    /// A table was active but has no entry for this checkpoint.
+    Missing(Arc<DecisionTable>),
+    Decided(Arc<Decision>),
+}
+
+/// The active table's decision for the checkpoint `name`.
+pub(crate) fn resolve(name: Option<&str>) -> Resolved {
+    ACTIVE.with(|a| match a.borrow().last() {
+        None | Some(None) => Resolved::NoPlan,
+        Some(Some(table)) => match name.and_then(|n| table.checkpoints.get(n)) {
+            Some(d) => Resolved::Decided(d.clone()),
+            None => Resolved::Missing(table.clone()),
+        },
+    })
+}
+
+impl Resolved {
+    /// Whether an `auto()` checkpoint named `checkpoint` checkpoints.
+    pub(crate) fn checkpointed(&self, checkpoint: &str) -> Result<bool, String> {
+        match self {
+            Resolved::NoPlan => Ok(true),
+            Resolved::Decided(d) => Ok(d.checkpointed),
+            Resolved::Missing(table) => Err(missing_checkpoint(table, checkpoint)),
+        }
+    }
+
+    /// The policy of the `Auto` region `region` in checkpoint `checkpoint`.
+    pub(crate) fn region(&self, checkpoint: &str, region: &str) -> Result<Policy, String> {
+        match self {
+            Resolved::NoPlan => Ok(Policy::Recompute),
+            Resolved::Decided(d) => d
+                .regions
+                .iter()
+                .find(|(n, _)| n == region)
+                .map(|(_, p)| *p)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = d.regions.iter().map(|(n, _)| n.as_str()).collect();
+                    format!(
+                        "the active plan has no decision for this `auto` region (it knows, in \
+                         checkpoint `{checkpoint}`: {}); the plan does not match the model: \
+                         make a new plan from a profile of this model",
+                        if known.is_empty() {
+                            "no region".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    )
+                }),
+            Resolved::Missing(table) => Err(missing_checkpoint(table, checkpoint)),
+        }
+    }
+}
+
+fn missing_checkpoint(table: &DecisionTable, checkpoint: &str) -> String {
+    let mut known: Vec<&str> = table.checkpoints.keys().map(String::as_str).collect();
+    known.sort_unstable();
+    format!(
+        "{} has no decision for checkpoint `{checkpoint}` (it covers {} checkpoint(s): {}); \
+         the plan does not match the model: make a new plan from a profile of this model",
+        table.describe,
+        known.len(),
+        known.join(", ")
+    )
+}

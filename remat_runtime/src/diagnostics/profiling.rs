@@ -1,0 +1,102 @@
+//! Forward timings for the planner: per checkpoint call, the time of its
+//! closure and of each region body inside it.
+//!
+//! Off by default. A checkpoint looks at the thread's sink once, when it
+//! starts, and keeps the record in its state; its regions then only test
+//! that field (`None` when off), so the per-region path pays nothing more.
+//! Only forward runs are recorded, never replays.
+
+use crate::bridge::{storage_key, storage_nbytes};
+use crate::checkpointing::policy::Policy;
+use crate::sync::lock;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tch::Tensor;
+
+/// One region body run on a checkpoint's forward.
+#[derive(Clone, Debug)]
+pub(crate) struct RegionCall {
+    pub name: String,
+    /// As written (`Auto` for a planned region).
+    pub declared: Policy,
+    pub elapsed: Duration,
+}
+
+/// One checkpoint call's forward.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CheckpointCall {
+    pub name: Option<String>,
+    /// Built with `auto()`: the plan may turn it off.
+    pub auto: bool,
+    /// Shapes of the inputs, in order (what makes layers alike).
+    pub input_sizes: Vec<Vec<i64>>,
+    /// Bytes of the inputs' distinct storages (what it keeps as inputs).
+    pub input_bytes: i64,
+    /// Whether it ran as a checkpoint (not a plain call).
+    pub checkpointed: bool,
+    /// The closure's forward, region bodies included.
+    pub elapsed: Duration,
+    pub regions: Vec<RegionCall>,
+}
+
+/// Where a profiling run's records go.
+#[derive(Default)]
+pub(crate) struct ProfileSink {
+    pub calls: Mutex<Vec<Arc<Mutex<CheckpointCall>>>>,
+}
+
+thread_local! {
+    static SINK: RefCell<Option<Arc<ProfileSink>>> = const { RefCell::new(None) };
+}
+
+/// Restores the previous sink when dropped.
+pub(crate) struct SinkGuard {
+    previous: Option<Arc<ProfileSink>>,
+    _not_send: PhantomData<*const ()>,
+}
+
+/// Records checkpoint calls started on this thread into `sink` until the
+/// guard drops.
+pub(crate) fn record_into(sink: Arc<ProfileSink>) -> SinkGuard {
+    let previous = SINK.with(|s| s.borrow_mut().replace(sink));
+    SinkGuard {
+        previous,
+        _not_send: PhantomData,
+    }
+}
+
+impl Drop for SinkGuard {
+    fn drop(&mut self) {
+        SINK.with(|s| *s.borrow_mut() = self.previous.take());
+    }
+}
+
+/// A new record for a checkpoint call, when profiling is on.
+pub(crate) fn start_call(
+    name: Option<&str>,
+    auto: bool,
+    inputs: &[Option<Tensor>],
+) -> Option<Arc<Mutex<CheckpointCall>>> {
+    let sink = SINK.with(|s| s.borrow().clone())?;
+    let mut seen = HashSet::new();
+    let mut input_bytes = 0;
+    for t in inputs.iter().flatten() {
+        if let Some(key) = storage_key(t) {
+            if seen.insert(key) {
+                input_bytes += storage_nbytes(t);
+            }
+        }
+    }
+    let call = Arc::new(Mutex::new(CheckpointCall {
+        name: name.map(str::to_string),
+        auto,
+        input_sizes: inputs.iter().flatten().map(Tensor::size).collect(),
+        input_bytes,
+        ..CheckpointCall::default()
+    }));
+    lock(&sink.calls).push(call.clone());
+    Some(call)
+}

@@ -1,0 +1,19 @@
+//! The memory-budget planner (docs/planner.md): profile a model's forward,
+//! choose per checkpoint whether to checkpoint and which `Auto` regions
+//! save under a byte budget, and apply the plan at run time.
+//!
+//! From the bottom up: `choice` (one way to run a checkpoint), `profile`
+//! (what each choice keeps and costs), `plan` (the exact solver and
+//! activation), `file` (plan files).
+
+pub(crate) mod choice;
+pub(crate) mod file;
+pub(crate) mod plan;
+pub(crate) mod profile;
+
+pub use choice::Choice;
+pub use file::{parse_bytes, PLAN_FORMAT};
+pub use plan::{assignments, predict, LayerPlan, Plan, PlanGuard, Prediction, Target};
+pub use profile::{
+    measure_kept_bytes, profile, profile_with, ChoiceCost, LayerKind, Profile, MAX_AUTO_REGIONS,
+};

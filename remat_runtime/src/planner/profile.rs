@@ -1,0 +1,458 @@
+//! `profile()`: runs a model's forward under chosen decisions and records,
+//! per kind of planned checkpoint, what each choice keeps and what its
+//! replay costs.
+//!
+//! The model of memory (docs/planner.md): the bytes kept at the
+//! forward→backward point are the whole-model report's total (every live
+//! checkpoint's `Save` regions plus every save outside checkpoints, each
+//! storage once), and they are additive over planned checkpoints:
+//! `kept = baseline + Σ delta(kind, choice)`, where `baseline` is measured
+//! with every planned checkpoint on and every `Auto` region recomputed, and
+//! `delta` is measured by changing one representative of the kind alone.
+//! Every choice of a kind is measured (2^R + 1 runs), so interactions
+//! between the regions of one checkpoint are exact; between checkpoints
+//! only their boundary tensors are shared, and those are kept under every
+//! choice (as a checkpoint input, or saved by the first op reading them).
+//!
+//! Invariant: the profiler never runs backward (parameters' gradients are
+//! untouched) and leaves no plan active.
+
+use crate::checkpointing::auto::{self, DecisionTable};
+use crate::checkpointing::policy::Policy;
+use crate::diagnostics::format::human_bytes;
+use crate::diagnostics::profiling::{record_into, CheckpointCall, ProfileSink};
+use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
+use crate::error::{Error, Result};
+use crate::planner::choice::{decision_table, Choice};
+use crate::sync::lock;
+use std::fmt;
+use std::sync::Arc;
+use tch::Tensor;
+
+/// How many `Auto` regions one checkpoint may have (its choices are
+/// enumerated: 2^R + 1 profiling runs per kind of checkpoint).
+pub const MAX_AUTO_REGIONS: usize = 8;
+
+/// One choice of a [`LayerKind`] with its predicted cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChoiceCost {
+    /// What the checkpoint does.
+    pub choice: Choice,
+    /// Bytes kept at the forward→backward point, relative to the baseline
+    /// (every planned checkpoint on, every `Auto` region recomputed).
+    pub bytes: i64,
+    /// Time its replay costs in backward (forward times of the code that
+    /// runs again), in nanoseconds.
+    pub replay_ns: u64,
+    /// Bytes its replay rebuilds while the backward goes through it: what
+    /// the block keeps whole minus what this choice keeps (0 when whole).
+    pub working_set: i64,
+}
+
+/// Checkpoints that are alike (same `Auto` region names, same input
+/// shapes, both `auto()` or neither): profiled once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerKind {
+    /// Its `Auto` regions, in forward order.
+    pub regions: Vec<String>,
+    /// Built with `auto()`: the plan may turn the checkpoint off.
+    pub can_disable: bool,
+    /// Shapes of its inputs.
+    pub input_sizes: Vec<Vec<i64>>,
+    /// Bytes its checkpoint keeps as inputs (distinct storages).
+    pub input_bytes: i64,
+    /// The planned checkpoints of this kind (indices into [`Profile::layers`]).
+    pub members: Vec<usize>,
+    /// Forward time of the whole closure (median), ns.
+    pub body_ns: u64,
+    /// Forward time of each `Auto` region body (median), ns.
+    pub region_ns: Vec<u64>,
+    /// Forward time of what replays under every choice: the closure minus
+    /// its `Auto` regions and its fixed `Save` regions, ns.
+    pub bare_ns: u64,
+    /// Bytes each `Auto` region adds when it alone is `Save` (its saves and
+    /// the outputs kept for consumers).
+    pub save_bytes: Vec<i64>,
+    /// Bytes the block keeps when not checkpointed, its input included
+    /// (`None` for a checkpoint that is not `auto()`).
+    pub whole_bytes: Option<i64>,
+    /// Every choice, as [`Choice::all`] orders them.
+    pub choices: Vec<ChoiceCost>,
+}
+
+/// What [`profile`] measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    /// Bytes kept at the forward→backward point with every planned
+    /// checkpoint on and every `Auto` region recomputed (measured).
+    pub baseline_bytes: i64,
+    /// The planned checkpoints' names, in forward order.
+    pub layers: Vec<String>,
+    /// The kind of each layer (index into `kinds`).
+    pub layer_kind: Vec<usize>,
+    /// The distinct kinds.
+    pub kinds: Vec<LayerKind>,
+    /// Forward runs the profile took.
+    pub runs: usize,
+}
+
+impl Profile {
+    /// The kind of the layer named `name`.
+    ///
+    /// ```no_run
+    /// # fn f(p: &remat_runtime::planner::Profile) {
+    /// let attention = &p.kind_of("layers.0").unwrap().regions[0];
+    /// # }
+    /// ```
+    pub fn kind_of(&self, name: &str) -> Option<&LayerKind> {
+        let i = self.layers.iter().position(|l| l == name)?;
+        Some(&self.kinds[self.layer_kind[i]])
+    }
+
+    /// The runtime table for one choice index per layer.
+    pub(crate) fn table(&self, describe: String, choices: &[usize]) -> DecisionTable {
+        decision_table(
+            describe,
+            self.layers.iter().enumerate().map(|(i, name)| {
+                let kind = &self.kinds[self.layer_kind[i]];
+                (
+                    name.as_str(),
+                    kind.regions.as_slice(),
+                    &kind.choices[choices[i]].choice,
+                )
+            }),
+        )
+    }
+
+    /// The index of the baseline choice in `kind`'s list.
+    pub(crate) fn baseline_index(kind: &LayerKind) -> usize {
+        usize::from(kind.can_disable)
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "profile: {} planned checkpoint(s) of {} kind(s), baseline {} kept, {} runs",
+            self.layers.len(),
+            self.kinds.len(),
+            human_bytes(self.baseline_bytes),
+            self.runs
+        )?;
+        for kind in &self.kinds {
+            let names: Vec<&str> = kind
+                .members
+                .iter()
+                .map(|&i| self.layers[i].as_str())
+                .collect();
+            writeln!(
+                f,
+                "  {} (x{}): inputs {}, whole {}, bare code {:.3} ms",
+                names.join(", "),
+                names.len(),
+                human_bytes(kind.input_bytes),
+                kind.whole_bytes.map_or("-".into(), human_bytes),
+                kind.bare_ns as f64 / 1e6
+            )?;
+            for (r, name) in kind.regions.iter().enumerate() {
+                writeln!(
+                    f,
+                    "    region {name}: save keeps +{}, body {:.3} ms",
+                    human_bytes(kind.save_bytes[r]),
+                    kind.region_ns[r] as f64 / 1e6
+                )?;
+            }
+            for c in &kind.choices {
+                writeln!(
+                    f,
+                    "    {:<36} {:>+12} B  replay {:>8.3} ms  working set {}",
+                    c.choice.to_string(),
+                    c.bytes,
+                    c.replay_ns as f64 / 1e6,
+                    human_bytes(c.working_set)
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `forward` (it returns the loss; a graph built and not yet
+/// backpropagated) and returns the loss with the bytes kept for backward:
+/// the whole-model report's total, each storage once (see
+/// [`saved_tensors_report`]). This is the measure the planner predicts.
+///
+/// The report sees every live checkpoint of the process: measure with no
+/// other graph alive (no other thread running a model).
+///
+/// ```
+/// use remat_runtime::planner::measure_kept_bytes;
+/// let x = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let (loss, bytes) = measure_kept_bytes(|| (&x * 2).exp().sum(tch::Kind::Float));
+/// assert_eq!(bytes, 16); // `exp` keeps its 4-float result
+/// loss.backward();
+/// ```
+pub fn measure_kept_bytes(forward: impl FnOnce() -> Tensor) -> (Tensor, i64) {
+    let (loss, outside) = track_saved_tensors(forward);
+    let report = saved_tensors_report(Some(&outside));
+    let bytes = report.checkpoint_bytes() + report.outside_bytes().unwrap_or(0);
+    (loss, bytes)
+}
+
+/// Profiles a model for the planner with 3 timing runs; see
+/// [`profile_with`].
+///
+/// ```
+/// use remat_runtime::{checkpoint, planner, region, Policy};
+/// let w = tch::Tensor::ones([8, 8], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let forward = || {
+///     let w = w.shallow_clone();
+///     checkpoint("layers.0").auto().call(&w, |w| {
+///         let h = region("exp", Policy::Auto).call(&w, |w| (w * 2).exp());
+///         remat_runtime::recompute_needs_tensor(&h);
+///         h.sum(tch::Kind::Float)
+///     })
+/// };
+/// let profile = planner::profile(forward).unwrap();
+/// assert_eq!(profile.layers, ["layers.0"]);
+/// assert_eq!(profile.kinds[0].regions, ["exp"]);
+/// assert_eq!(profile.kinds[0].save_bytes, [256]); // exp keeps its 8x8 f32 result
+/// ```
+pub fn profile(forward: impl FnMut() -> Tensor) -> Result<Profile> {
+    profile_with(forward, 3)
+}
+
+/// Profiles a model for the planner: `forward` runs the model's forward
+/// and returns the loss (the profiler drops it without backward, so
+/// gradients are untouched). It is called `timing_runs` times with no plan
+/// (every planned checkpoint on, every `Auto` region recomputed: the
+/// baseline; times are medians over these runs and over the checkpoints of
+/// a kind), then once per other choice of each kind of checkpoint, with
+/// only one checkpoint of the kind changed.
+///
+/// A planned checkpoint is one built with `auto()` or holding a
+/// `Policy::Auto` region; it needs a name unique in the forward. The
+/// forward must keep the same tensors every time it runs under the same
+/// decisions.
+///
+/// ```
+/// let err = remat_runtime::planner::profile_with(|| tch::Tensor::ones([1], tch::kind::FLOAT_CPU), 1);
+/// assert!(err.unwrap_err().to_string().contains("nothing to plan"));
+/// ```
+pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> Result<Profile> {
+    let mut runs = 0;
+    let mut run = |table: Option<Arc<DecisionTable>>, sink: Option<Arc<ProfileSink>>| {
+        runs += 1;
+        let _plan = auto::push(table);
+        let _sink = sink.map(record_into);
+        let (loss, bytes) = measure_kept_bytes(&mut forward);
+        drop(loss);
+        bytes
+    };
+
+    // The baseline: structure, times and bytes.
+    let mut baseline_bytes = None;
+    let mut samples: Vec<Vec<CheckpointCall>> = Vec::new();
+    for _ in 0..timing_runs.max(1) {
+        let sink = Arc::new(ProfileSink::default());
+        let bytes = run(None, Some(sink.clone()));
+        match baseline_bytes {
+            Some(b) if b != bytes => {
+                return Err(Error::Plan(format!(
+                    "the forward kept {b} bytes, then {bytes} bytes under the same decisions; \
+                     the planner needs a forward that keeps the same tensors every time"
+                )))
+            }
+            _ => baseline_bytes = Some(bytes),
+        }
+        let calls = lock(&sink.calls).iter().map(|c| lock(c).clone()).collect();
+        samples.push(calls);
+    }
+    let baseline_bytes = baseline_bytes.unwrap_or(0);
+    let (layers, mut kinds, layer_kind) = structure(&samples[0])?;
+    for kind in &mut kinds {
+        time_kind(kind, &layers, &samples);
+    }
+
+    // One run per choice of each kind, on its first member.
+    let baseline: Vec<usize> = layer_kind
+        .iter()
+        .map(|&k| Profile::baseline_index(&kinds[k]))
+        .collect();
+    let mut profile = Profile {
+        baseline_bytes,
+        layers,
+        layer_kind,
+        kinds,
+        runs: 0,
+    };
+    for k in 0..profile.kinds.len() {
+        let rep = profile.kinds[k].members[0];
+        for c in 0..profile.kinds[k].choices.len() {
+            if c == baseline[rep] {
+                continue;
+            }
+            let mut choices = baseline.clone();
+            choices[rep] = c;
+            let table = profile.table("the profiler's plan".into(), &choices);
+            let bytes = run(Some(Arc::new(table)), None);
+            profile.kinds[k].choices[c].bytes = bytes - baseline_bytes;
+        }
+        finish_kind(&mut profile.kinds[k]);
+    }
+    profile.runs = runs;
+    Ok(profile)
+}
+
+type Structure = (Vec<String>, Vec<LayerKind>, Vec<usize>);
+
+/// The planned checkpoints of one forward, grouped into kinds.
+fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
+    let mut layers: Vec<String> = Vec::new();
+    let mut kinds: Vec<LayerKind> = Vec::new();
+    let mut layer_kind = Vec::new();
+    for call in calls {
+        let regions: Vec<String> = call
+            .regions
+            .iter()
+            .filter(|r| r.declared == Policy::Auto)
+            .map(|r| r.name.clone())
+            .collect();
+        if !call.auto && regions.is_empty() {
+            continue;
+        }
+        let Some(name) = call.name.clone() else {
+            return Err(Error::Plan(
+                "an unnamed checkpoint uses `auto`; a plan decides by checkpoint name: \
+                 give it a name unique in the forward (e.g. `layers.{i}`)"
+                    .into(),
+            ));
+        };
+        if layers.contains(&name) {
+            return Err(Error::Plan(format!(
+                "checkpoint `{name}` runs twice in one forward; a plan decides by \
+                 checkpoint name: give each call its own name (e.g. with an index)"
+            )));
+        }
+        if regions.len() > MAX_AUTO_REGIONS {
+            return Err(Error::Plan(format!(
+                "checkpoint `{name}` has {} `auto` regions; the planner enumerates their \
+                 choices and takes at most {MAX_AUTO_REGIONS}: fix some regions' policies",
+                regions.len()
+            )));
+        }
+        let k = kinds.iter().position(|k| {
+            k.regions == regions && k.can_disable == call.auto && k.input_sizes == call.input_sizes
+        });
+        let k = match k {
+            Some(k) => k,
+            None => {
+                let choices = Choice::all(regions.len(), call.auto)
+                    .into_iter()
+                    .map(|choice| ChoiceCost {
+                        choice,
+                        bytes: 0,
+                        replay_ns: 0,
+                        working_set: 0,
+                    })
+                    .collect();
+                kinds.push(LayerKind {
+                    save_bytes: vec![0; regions.len()],
+                    region_ns: vec![0; regions.len()],
+                    regions,
+                    can_disable: call.auto,
+                    input_sizes: call.input_sizes.clone(),
+                    input_bytes: call.input_bytes,
+                    members: Vec::new(),
+                    body_ns: 0,
+                    bare_ns: 0,
+                    whole_bytes: None,
+                    choices,
+                });
+                kinds.len() - 1
+            }
+        };
+        kinds[k].members.push(layers.len());
+        layer_kind.push(k);
+        layers.push(name);
+    }
+    if layers.is_empty() {
+        return Err(Error::Plan(
+            "the forward ran no `auto()` checkpoint and no `Policy::Auto` region: nothing to \
+             plan"
+                .into(),
+        ));
+    }
+    Ok((layers, kinds, layer_kind))
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// Median forward times of `kind`, over its members and the runs.
+fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointCall>]) {
+    let calls: Vec<&CheckpointCall> = samples
+        .iter()
+        .flat_map(|run| {
+            kind.members.iter().filter_map(|&m| {
+                run.iter()
+                    .find(|c| c.name.as_deref() == Some(layers[m].as_str()))
+            })
+        })
+        .collect();
+    let ns = |d: std::time::Duration| d.as_nanos() as u64;
+    kind.body_ns = median(calls.iter().map(|c| ns(c.elapsed)).collect());
+    for (r, name) in kind.regions.iter().enumerate() {
+        kind.region_ns[r] = median(
+            calls
+                .iter()
+                .flat_map(|c| c.regions.iter().filter(|x| &x.name == name))
+                .map(|x| ns(x.elapsed))
+                .collect(),
+        );
+    }
+    // Fixed `Save` regions never replay.
+    let fixed_saves: Vec<u64> = calls
+        .iter()
+        .map(|c| {
+            c.regions
+                .iter()
+                .filter(|x| x.declared == Policy::Save)
+                .map(|x| ns(x.elapsed))
+                .sum()
+        })
+        .collect();
+    let skipped = kind.region_ns.iter().sum::<u64>() + median(fixed_saves);
+    kind.bare_ns = kind.body_ns.saturating_sub(skipped);
+}
+
+/// Replay times, working sets and the per-region summaries of a measured
+/// kind.
+fn finish_kind(kind: &mut LayerKind) {
+    let whole = kind
+        .choices
+        .iter()
+        .find(|c| !c.choice.checkpointed)
+        .map(|c| c.bytes);
+    let most = kind.choices.iter().map(|c| c.bytes).max().unwrap_or(0);
+    for c in &mut kind.choices {
+        if c.choice.checkpointed {
+            let recomputed: u64 = (0..kind.regions.len())
+                .filter(|&r| !c.choice.save[r])
+                .map(|r| kind.region_ns[r])
+                .sum();
+            c.replay_ns = kind.bare_ns + recomputed;
+            c.working_set = (whole.unwrap_or(most) - c.bytes).max(0);
+        }
+    }
+    for r in 0..kind.regions.len() {
+        let alone = kind.choices.iter().find(|c| {
+            c.choice.checkpointed && (0..kind.regions.len()).all(|i| c.choice.save[i] == (i == r))
+        });
+        kind.save_bytes[r] = alone.map_or(0, |c| c.bytes);
+    }
+    kind.whole_bytes = whole.map(|w| w + kind.input_bytes);
+}

@@ -1,0 +1,157 @@
+//! Predictions equal measurements, and the solver is exact (brute force).
+
+use crate::{serial, Setup};
+use remat::planner::{assignments, measure_kept_bytes, predict, Choice, Plan};
+use remat_reference::model::{ModelPolicy, SMALL};
+
+#[test]
+fn repeated_layers_are_profiled_once() {
+    let _serial = serial();
+    let s = Setup::new(SMALL);
+    let profile = s.profile();
+    assert_eq!(profile.layers, ["layers.0", "layers.1"]);
+    assert_eq!(profile.kinds.len(), 1, "{profile}");
+    let kind = &profile.kinds[0];
+    assert_eq!(kind.members, [0, 1]);
+    assert_eq!(kind.regions, ["attention", "mlp"]);
+    assert!(kind.can_disable);
+    assert_eq!(kind.choices.len(), 5);
+    // One timing run, then one run per choice but the baseline.
+    assert_eq!(profile.runs, 1 + 4);
+    let (b, t, d) = (SMALL.b, SMALL.t, SMALL.d);
+    assert_eq!(kind.input_sizes, [vec![b, t, d]]);
+    assert_eq!(kind.input_bytes, b * t * d * 4);
+    // Both regions keep their output at least when saved.
+    assert!(
+        kind.save_bytes.iter().all(|&s| s >= b * t * d * 4),
+        "{profile}"
+    );
+    // Not checkpointed, a block keeps more than any checkpointed choice.
+    let whole = kind
+        .choices
+        .iter()
+        .find(|c| !c.choice.checkpointed)
+        .unwrap();
+    assert!(
+        kind.choices.iter().all(|c| c.bytes <= whole.bytes),
+        "{profile}"
+    );
+    assert_eq!(whole.replay_ns, 0);
+}
+
+/// Every assignment the planner considers (all 25 on the small model): the
+/// bytes measured under the plan are exactly the predicted ones.
+#[test]
+fn predicted_bytes_equal_measured_for_every_assignment() {
+    let _serial = serial();
+    let s = Setup::new(SMALL);
+    let profile = s.profile();
+    let all = assignments(&profile);
+    assert_eq!(all.len(), 25);
+    let mut distinct = std::collections::BTreeSet::new();
+    for choices in all {
+        let plan = Plan::from_choices(&profile, &choices).unwrap();
+        let (loss, measured) = plan.scope(|| measure_kept_bytes(|| s.loss(ModelPolicy::Auto)));
+        drop(loss);
+        assert_eq!(measured, plan.predicted.kept_bytes, "{choices:?}\n{plan}");
+        distinct.insert(measured);
+    }
+    // The assignments really differ in what they keep.
+    assert!(distinct.len() >= 6, "{distinct:?}");
+}
+
+/// The hand policies are assignments too: the profile predicts their bytes
+/// (measured through their own code paths) exactly.
+#[test]
+fn hand_policies_are_predicted_exactly() {
+    let _serial = serial();
+    let s = Setup::new(SMALL);
+    let profile = s.profile();
+    let index = |c: Choice| {
+        profile.kinds[0]
+            .choices
+            .iter()
+            .position(|x| x.choice == c)
+            .unwrap()
+    };
+    let save = |attention, mlp| Choice {
+        checkpointed: true,
+        save: vec![attention, mlp],
+    };
+    for (policy, choice) in [
+        (ModelPolicy::None, Choice::whole(2)),
+        (ModelPolicy::Full, save(false, false)),
+        (ModelPolicy::Selective, save(true, false)),
+        (ModelPolicy::SaveMlp, save(false, true)),
+    ] {
+        let c = index(choice);
+        let predicted = predict(&profile, &[c, c]).kept_bytes;
+        assert_eq!(s.measure(policy), predicted, "{policy:?}");
+    }
+    // Without a plan, `Auto` is `Full`: every block checkpointed, every
+    // region recomputed.
+    assert_eq!(s.measure(ModelPolicy::Auto), s.measure(ModelPolicy::Full));
+    assert_eq!(s.measure(ModelPolicy::Auto), profile.baseline_bytes);
+}
+
+/// The solver against brute force over every assignment, for every budget
+/// that separates two assignments: the planner's choice fits and is the
+/// cheapest predicted among those that fit, for kept bytes and for peak.
+#[test]
+fn the_plan_is_the_cheapest_within_budget() {
+    let _serial = serial();
+    let s = Setup::new(SMALL);
+    let profile = s.profile();
+    let predictions: Vec<_> = assignments(&profile)
+        .iter()
+        .map(|c| predict(&profile, c))
+        .collect();
+    let mut budgets: Vec<i64> = predictions
+        .iter()
+        .flat_map(|p| {
+            [
+                p.kept_bytes,
+                p.peak_bytes,
+                p.kept_bytes + 1,
+                p.peak_bytes - 1,
+            ]
+        })
+        .collect();
+    budgets.sort_unstable();
+    budgets.dedup();
+    let mut differing_layers = false;
+    for &budget in &budgets {
+        let best_kept = predictions
+            .iter()
+            .filter(|p| p.kept_bytes <= budget)
+            .map(|p| p.replay_ns)
+            .min();
+        match (Plan::for_budget(&profile, budget), best_kept) {
+            (Ok(plan), Some(best)) => {
+                assert!(plan.predicted.kept_bytes <= budget);
+                assert_eq!(plan.predicted.replay_ns, best, "budget {budget}\n{plan}");
+                differing_layers |= plan.layers[0].choice != plan.layers[1].choice;
+            }
+            (Err(_), None) => {}
+            (plan, best) => panic!("budget {budget}: {plan:?} vs brute force {best:?}"),
+        }
+        let best_peak = predictions
+            .iter()
+            .filter(|p| p.peak_bytes <= budget)
+            .map(|p| p.replay_ns)
+            .min();
+        match (Plan::for_peak_budget(&profile, budget), best_peak) {
+            (Ok(plan), Some(best)) => {
+                assert!(plan.predicted.peak_bytes <= budget);
+                assert_eq!(
+                    plan.predicted.replay_ns, best,
+                    "peak budget {budget}\n{plan}"
+                );
+            }
+            (Err(_), None) => {}
+            (plan, best) => panic!("peak budget {budget}: {plan:?} vs brute force {best:?}"),
+        }
+    }
+    // Some budget is met best by treating the two layers differently.
+    assert!(differing_layers);
+}

@@ -1,0 +1,60 @@
+//! Tests of the memory-budget planner (docs/planner.md): predictions equal
+//! measurements, the solver is exact, plans keep gradients bitwise, plan
+//! files, and errors.
+//!
+//! Every test here measures through the whole-model report, which sees every
+//! live checkpoint of the process: they take `LOCK` so that no other test's
+//! graph is alive meanwhile.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod apply;
+mod errors;
+mod exact;
+
+use remat::planner::{self, Profile};
+use remat_reference::model::{batch, Config, Model, ModelPolicy};
+use std::sync::{Mutex, MutexGuard};
+use tch::Tensor;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// Serialises the tests of this binary (see the module comment).
+pub fn serial() -> MutexGuard<'static, ()> {
+    tch::set_num_threads(1);
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A model with its batch.
+pub struct Setup {
+    pub model: Model,
+    pub tokens: Tensor,
+    pub targets: Tensor,
+}
+
+impl Setup {
+    pub fn new(cfg: Config) -> Setup {
+        let model = Model::new(cfg, 0);
+        let (tokens, targets) = batch(cfg, 1);
+        Setup {
+            model,
+            tokens,
+            targets,
+        }
+    }
+
+    pub fn loss(&self, policy: ModelPolicy) -> Tensor {
+        self.model.loss(&self.tokens, &self.targets, policy)
+    }
+
+    pub fn profile(&self) -> Profile {
+        planner::profile_with(|| self.loss(ModelPolicy::Auto), 1).unwrap()
+    }
+
+    /// Bytes kept at the forward→backward point under `policy` (the graph
+    /// is dropped).
+    pub fn measure(&self, policy: ModelPolicy) -> i64 {
+        planner::measure_kept_bytes(|| self.loss(policy)).1
+    }
+}
