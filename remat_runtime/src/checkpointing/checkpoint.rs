@@ -283,12 +283,20 @@ impl Checkpoint {
         F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
     {
         let name = self.name.clone().unwrap_or_else(|| "<unnamed>".into());
-        catch_quietly(|| self.run(inputs, body)).unwrap_or_else(|p| {
-            Err(Error::Checkpoint {
+        match catch_quietly(|| self.run(inputs, body)) {
+            Ok(Ok(out)) => Ok(out),
+            // Errors that already name their checkpoint or region as is.
+            Ok(Err(e @ (Error::Checkpoint { .. } | Error::Region { .. }))) => Err(e),
+            // libtorch's and hooks' errors get the checkpoint's name.
+            Ok(Err(e)) => Err(Error::Checkpoint {
+                checkpoint: name,
+                message: e.to_string(),
+            }),
+            Err(p) => Err(Error::Checkpoint {
                 checkpoint: name,
                 message: panic_message(&*p),
-            })
-        })
+            }),
+        }
     }
 
     fn run<I, O, F>(self, inputs: I, body: F) -> Result<O>
@@ -368,7 +376,8 @@ impl Checkpoint {
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
             let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);
-            lock(&state.inner).entry_snapshots = snapshot_all(&state.state_hooks);
+            lock(&state.inner).entry_snapshots =
+                snapshot_all(&state.state_hooks).map_err(|m| state.error(m))?;
             // A panic unwinds through the guards: nothing stays installed.
             let mut body = lock(&state.body);
             match &state.profile {

@@ -37,11 +37,15 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
         })));
         let _grad = GradModeGuard::new(true);
         let _frame = frame::push(state.clone(), Phase::Recompute, None);
-        let outer = RestoreOnDrop {
-            hooks: &state.state_hooks,
-            snapshots: snapshot_all(&state.state_hooks),
-        };
-        restore_all(&state.state_hooks, &lock(&state.inner).entry_snapshots);
+        let outer = RestoreOnDrop::new(
+            &state.state_hooks,
+            snapshot_all(&state.state_hooks).map_err(|m| state.error(m))?,
+        );
+        let entry = std::mem::take(&mut lock(&state.inner).entry_snapshots);
+        let restored = restore_all(&state.state_hooks, &entry);
+        // Put the snapshots back: a retained graph replays again.
+        lock(&state.inner).entry_snapshots = entry;
+        restored.map_err(|m| state.error(m))?;
         // The forward holds the body while it runs: a backward through this
         // checkpoint's own saves from inside its closure would wait for itself.
         let mut body = match state.body.try_lock() {
@@ -56,12 +60,12 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
             }
         };
         let outcome = catch_quietly(|| (body)(inputs));
-        drop(outer);
-        outcome
+        (outcome, outer.finish())
     };
-    if let Err(payload) = outcome {
+    if let Err(payload) = outcome.0 {
         return Err(state.error(format!("replay failed: {}", panic_message(&*payload))));
     }
+    outcome.1.map_err(|m| state.error(m))?;
     let mut inner = lock(&state.inner);
     if let Some(message) = inner.replay_error.take() {
         return Err(state.error(message));

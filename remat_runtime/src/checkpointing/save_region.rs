@@ -184,7 +184,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
         let _save = frame::enter_save_body();
         body(inputs)
     };
-    let exit = snapshot_all(&state.state_hooks);
+    let exit = snapshot_all(&state.state_hooks).map_err(|m| record.error(m))?;
     let output_context = output_hooks.as_ref().and_then(TensorHooks::capture);
     let parts = out.into_parts();
     reject_grad_leaves(|| record.display(), &parts)?;
@@ -251,7 +251,7 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
                 .into(),
         })?;
     let mut inner = lock(&record.inner);
-    restore_all(&state.state_hooks, &inner.exit_snapshots);
+    restore_all(&state.state_hooks, &inner.exit_snapshots).map_err(|m| record.error(m))?;
     if !inner.recipes.is_empty() {
         let replayed = input_tensors(&inputs);
         for slot in 0..inner.recipes.len() {

@@ -5,6 +5,7 @@
 //! restore can be repeated and undone by restoring another snapshot.
 
 use crate::bridge::{rng_state, set_rng_state, UntrackedGuard};
+use crate::error::{catch_quietly, panic_message};
 use std::any::Any;
 use std::sync::Arc;
 use tch::{Device, Tensor};
@@ -43,29 +44,70 @@ pub trait RecomputeStateHook: Send + Sync + 'static {
 
 pub(crate) type Snapshots = Vec<Box<dyn Any + Send>>;
 
-pub(crate) fn snapshot_all(hooks: &[Arc<dyn RecomputeStateHook>]) -> Snapshots {
-    hooks.iter().map(|h| h.snapshot()).collect()
+/// Every hook's snapshot; a hook that panics is an error (the message).
+pub(crate) fn snapshot_all(hooks: &[Arc<dyn RecomputeStateHook>]) -> Result<Snapshots, String> {
+    hooks
+        .iter()
+        .map(|h| {
+            catch_quietly(|| h.snapshot())
+                .map_err(|p| format!("a state hook's snapshot panicked: {}", panic_message(&*p)))
+        })
+        .collect()
 }
 
 /// Restores run untracked: their in-place writes bump no version counter, so
 /// a tensor a `Save` region kept (a batch norm's running mean) still passes
 /// the in-place check after replay restored it (see `UntrackedGuard`).
-pub(crate) fn restore_all(hooks: &[Arc<dyn RecomputeStateHook>], snaps: &Snapshots) {
+///
+/// A hook that panics is an error (the first one's message); the other
+/// hooks are still restored, so that as much state as possible is right.
+pub(crate) fn restore_all(
+    hooks: &[Arc<dyn RecomputeStateHook>],
+    snaps: &Snapshots,
+) -> Result<(), String> {
     let _untracked = UntrackedGuard::new();
+    let mut first = None;
     for (h, s) in hooks.iter().zip(snaps) {
-        h.restore(&**s);
+        if let Err(p) = catch_quietly(|| h.restore(&**s)) {
+            first.get_or_insert_with(|| {
+                format!("a state hook's restore panicked: {}", panic_message(&*p))
+            });
+        }
     }
+    first.map_or(Ok(()), Err)
 }
 
-/// Restores a snapshot when dropped (also when unwinding).
+/// Restores a snapshot when dropped (also when unwinding), or when
+/// [`RestoreOnDrop::finish`] asks and wants to hear of a failure.
 pub(crate) struct RestoreOnDrop<'a> {
-    pub hooks: &'a [Arc<dyn RecomputeStateHook>],
-    pub snapshots: Snapshots,
+    hooks: &'a [Arc<dyn RecomputeStateHook>],
+    snapshots: Option<Snapshots>,
+}
+
+impl<'a> RestoreOnDrop<'a> {
+    pub(crate) fn new(hooks: &'a [Arc<dyn RecomputeStateHook>], snapshots: Snapshots) -> Self {
+        RestoreOnDrop {
+            hooks,
+            snapshots: Some(snapshots),
+        }
+    }
+
+    /// Restores now, reporting a hook's failure.
+    pub(crate) fn finish(mut self) -> Result<(), String> {
+        match self.snapshots.take() {
+            Some(s) => restore_all(self.hooks, &s),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Drop for RestoreOnDrop<'_> {
     fn drop(&mut self) {
-        restore_all(self.hooks, &self.snapshots);
+        // On an error path: the failure being reported already says what
+        // went wrong; a hook's panic here must not abort the process.
+        if let Some(s) = self.snapshots.take() {
+            let _ = restore_all(self.hooks, &s);
+        }
     }
 }
 
