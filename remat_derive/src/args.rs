@@ -5,6 +5,7 @@
 //! #[checkpoint(name = "layers.0")]
 //! #[checkpoint(name = [expr], state_hooks = [expr, ...], determinism = Metadata)]
 //! #[checkpoint(enabled = self.checkpointing, strict = cfg!(test))]
+//! #[checkpoint(auto)]      // on or off: the active plan decides
 //! ```
 
 use syn::parse::{Parse, ParseStream};
@@ -23,11 +24,14 @@ pub(crate) struct CheckpointArgs {
     pub enabled: Option<Expr>,
     /// `strict = EXPR` (a `bool`): `Checkpoint::strict_replay`.
     pub strict: Option<Expr>,
+    /// `auto`: `Checkpoint::auto()`, the active plan decides whether the
+    /// checkpoint is on.
+    pub auto: Option<Ident>,
 }
 
 const OPTIONS: &str = "expected `name = \"...\"`, `name = [expr]`, \
-    `state_hooks = [expr, ...]`, `determinism = None|Metadata|Bitwise`, `enabled = EXPR` \
-    or `strict = EXPR`";
+    `state_hooks = [expr, ...]`, `determinism = None|Metadata|Bitwise`, `enabled = EXPR`, \
+    `strict = EXPR` or `auto`";
 
 impl Parse for CheckpointArgs {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -44,11 +48,27 @@ impl Parse for CheckpointArgs {
                     format!("`{key_name}` is given twice"),
                 ));
             }
-            if !input.peek(Token![=]) {
+            if key_name == "auto" {
+                if input.peek(Token![=]) {
+                    return Err(input.error(
+                        "`auto` takes no value: `#[checkpoint(auto)]` lets the active plan \
+                         decide whether the checkpoint is on",
+                    ));
+                }
+                if let Some(enabled) = seen.iter().find(|k| *k == "enabled") {
+                    return Err(conflict(&key, enabled));
+                }
+                args.auto = Some(key.clone());
+            } else if key_name == "enabled" && args.auto.is_some() {
+                return Err(conflict(&key, "auto"));
+            } else if !input.peek(Token![=]) {
                 return Err(input.error(format!("expected `=` after `{key_name}`; {OPTIONS}")));
             }
-            input.parse::<Token![=]>()?;
+            if key_name != "auto" {
+                input.parse::<Token![=]>()?;
+            }
             match key_name.as_str() {
+                "auto" => {}
                 "name" => args.name = Some(parse_name(input)?),
                 "state_hooks" => {
                     if !input.peek(syn::token::Bracket) {
@@ -89,6 +109,17 @@ impl Parse for CheckpointArgs {
         }
         Ok(args)
     }
+}
+
+/// `auto` with `enabled`: both would decide whether the checkpoint is on.
+fn conflict(key: &Ident, other: &str) -> syn::Error {
+    syn::Error::new(
+        key.span(),
+        format!(
+            "`auto` and `enabled` both decide whether the checkpoint is on, and `{other}` is \
+             given already: keep `auto` (the active plan decides) or `enabled = EXPR`"
+        ),
+    )
 }
 
 /// `"lit"` or `[expr]`.

@@ -50,7 +50,8 @@ pub(crate) struct RegionStmt {
     pub region: Region,
 }
 
-/// `POLICY [NAME ':'] CALL`
+/// `POLICY [NAME ':'] CALL`, where POLICY is `save`, `recompute`, `auto` or
+/// `region [EXPR]`.
 pub(crate) struct Region {
     pub policy: Policy,
     /// `region [EXPR] ...`: the policy, a `remat::Policy` chosen at run time.
@@ -65,6 +66,9 @@ pub(crate) enum PolicyKind {
     Recompute,
     /// `region [EXPR]`: `Save` or `Recompute`, chosen when the region runs.
     Dynamic,
+    /// `auto`: `::remat::Policy::Auto`, chosen by the active plan (without
+    /// one, `Recompute`).
+    Auto,
 }
 
 #[derive(Clone, Copy)]
@@ -81,6 +85,7 @@ impl Policy {
             PolicyKind::Save => "save",
             PolicyKind::Recompute => "recompute",
             PolicyKind::Dynamic => "region",
+            PolicyKind::Auto => "auto",
         }
     }
 }

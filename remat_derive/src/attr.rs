@@ -27,7 +27,11 @@ fn validate(attr: &Attribute) -> syn::Result<Span> {
     };
     let option: syn::Ident = list
         .parse_args()
-        .map_err(|_| syn::Error::new_spanned(&list.tokens, FORM))?;
+        .map_err(|_| match list.tokens.is_empty() {
+            // `#[remat()]`: no tokens to point at, the parentheses instead.
+            true => syn::Error::new(list.delimiter.span().join(), FORM),
+            false => syn::Error::new_spanned(&list.tokens, FORM),
+        })?;
     if option != "unchecked" {
         return Err(syn::Error::new_spanned(
             option,

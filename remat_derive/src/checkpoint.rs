@@ -27,6 +27,7 @@ use std::rc::Rc;
 
 use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::parse::Parse;
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
 use syn::{AttrStyle, Expr, FnArg, ItemFn, LitStr, Pat, Type};
@@ -36,7 +37,7 @@ use crate::ast::Name;
 use crate::attr;
 use crate::check::lower::Mode;
 use crate::check::Checker;
-use crate::errors::push_error;
+use crate::errors::{parse_to_end, push_error};
 use crate::expand::ExpandNested;
 
 /// How a parameter reaches the closure.
@@ -63,11 +64,11 @@ pub(crate) fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
         return quote!(#error #item);
     }
     let mut errors = None;
-    let args = syn::parse2::<CheckpointArgs>(args).unwrap_or_else(|error| {
+    let args = parse_to_end(CheckpointArgs::parse, args).unwrap_or_else(|error| {
         push_error(&mut errors, error);
         CheckpointArgs::default()
     });
-    let func: ItemFn = match syn::parse2(item.clone()) {
+    let func: ItemFn = match parse_to_end(ItemFn::parse, item.clone()) {
         Ok(func) => func,
         Err(error) => {
             push_error(
@@ -337,9 +338,16 @@ impl Expand {
             .strict
             .as_ref()
             .map(|s| quote!(.strict_replay(#s)));
+        // `auto`: the active plan turns the checkpoint on or off, at run
+        // time, inside the runtime (no branch here).
+        let auto = self
+            .args
+            .auto
+            .as_ref()
+            .map(|auto| quote_spanned!(auto.span()=> .auto()));
         let call = quote! {
             #captures
-            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict
+            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict #auto
                 .call((#(#inputs,)*), move |(#(#closure_params,)*)| #ret {
                     #rebinds
                     #(#stmts)*

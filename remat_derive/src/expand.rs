@@ -192,6 +192,8 @@ impl Expander {
         let policy = match region.policy.kind {
             PolicyKind::Save => quote_spanned!(span=> ::remat::Policy::Save),
             PolicyKind::Recompute => quote_spanned!(span=> ::remat::Policy::Recompute),
+            // The active plan decides (the runtime's `Policy::Auto`).
+            PolicyKind::Auto => quote_spanned!(span=> ::remat::Policy::Auto),
             PolicyKind::Dynamic => {
                 // Evaluated before the arguments' region runs, once per run
                 // of the body; typed here so that a wrong type is reported

@@ -13,7 +13,7 @@ use proc_macro2::{Delimiter, Spacing, TokenStream};
 use syn::buffer::Cursor;
 use syn::ext::IdentExt;
 use syn::parse::discouraged::Speculative;
-use syn::parse::{ParseStream, Parser};
+use syn::parse::ParseStream;
 use syn::{token, Attribute, Expr, Ident, Lit, LitStr, Pat, Token};
 
 use crate::ast::{
@@ -21,7 +21,7 @@ use crate::ast::{
     RegionStmt, ScopeStmt, Stmt,
 };
 use crate::attr;
-use crate::errors::push_error;
+use crate::errors::{parse_to_end, push_error};
 use crate::names;
 
 /// Parses the input of one `remat!` invocation. Malformed statements are
@@ -37,14 +37,16 @@ pub(crate) fn parse_invocation(tokens: TokenStream) -> (Invocation, Option<syn::
     };
     // The expression form is a single region with nothing after it; any other
     // input is a block of statements.
-    let first = expr_form.parse2(tokens.clone());
+    let first = parse_to_end(expr_form, tokens.clone());
     if let Ok(region) = first {
         return (Invocation::Expr(Box::new(region)), None);
     }
     let mut errors = None;
-    let stmts = (|input: ParseStream| Ok(parse_stmts(input, true, &mut errors)))
-        .parse2(tokens)
-        .unwrap_or_default();
+    let stmts = parse_to_end(
+        |input: ParseStream| Ok(parse_stmts(input, true, &mut errors)),
+        tokens,
+    )
+    .unwrap_or_default();
     (Invocation::Stmts(stmts), errors)
 }
 
@@ -220,7 +222,9 @@ fn classify(input: ParseStream) -> Kind {
                 return Kind::LetRegion;
             }
             if let Some((ident, rest)) = fork.cursor().ident() {
-                if (ident == "save" || ident == "recompute") && punct_is(rest, ';') {
+                if (ident == "save" || ident == "recompute" || ident == "auto")
+                    && punct_is(rest, ';')
+                {
                     return Kind::MissingCall;
                 }
             }
@@ -249,7 +253,7 @@ fn classify(input: ParseStream) -> Kind {
     Kind::Bare
 }
 
-/// `save`/`recompute` at the cursor, used as a policy: followed by something
+/// `save`/`recompute`/`auto` at the cursor, used as a policy: followed by something
 /// that starts a region (`save attention: ...`, `save "x": ...`,
 /// `save [e]: ...`, `save self.f(x)`), not by an operator as a variable
 /// named `save` would be.
@@ -259,6 +263,8 @@ fn policy_at(cursor: Cursor) -> Option<Policy> {
         PolicyKind::Save
     } else if ident == "recompute" {
         PolicyKind::Recompute
+    } else if ident == "auto" {
+        PolicyKind::Auto
     } else if ident == "region" {
         // `region [EXPR] ...`: the policy group, then the rest of a region.
         let (_, _, after) = rest.group(Delimiter::Bracket)?;

@@ -117,6 +117,8 @@ impl<A: Capture, B: Capture> Capture for (A, B) {
 pub enum Policy {
     Save,
     Recompute,
+    /// From the active plan (the real runtime's `Policy::Auto`).
+    Auto,
 }
 
 pub enum Determinism {
@@ -143,6 +145,7 @@ impl Region {
         let policy = match self.policy {
             Policy::Save => "save",
             Policy::Recompute => "recompute",
+            Policy::Auto => "auto",
         };
         log(format!("{policy} {}", self.name));
         body(inputs)
@@ -304,6 +307,13 @@ impl Checkpoint {
             Determinism::Bitwise => "Bitwise",
         };
         log(format!("determinism {name}"));
+        self
+    }
+
+    /// On or off from the active plan (the real runtime's
+    /// `Checkpoint::auto`).
+    pub fn auto(self) -> Self {
+        log("auto checkpoint");
         self
     }
 
@@ -703,4 +713,60 @@ fn run_time_policies_and_enabled() {
             [format!("{name} attention"), "needs 1".to_owned()]
         );
     }
+}
+
+// ------------------------------------------------- `auto` regions and checkpoints
+
+pub struct Planned;
+
+impl Capture for Planned {
+    fn capture(&self) -> Self {
+        Planned
+    }
+}
+
+impl Planned {
+    /// `#[checkpoint(auto)]` and `auto` regions, statement and expression.
+    #[checkpoint(name = "planned", auto, strict = true)]
+    fn forward(&self, x: &Tensor) -> Tensor {
+        remat! {
+            let attn = auto attention: add(x, x);
+            needs attn;
+        }
+        let m = remat!(auto mlp: add(&attn, x));
+        remat! { needs m; }
+        attn.exp() + m
+    }
+}
+
+#[test]
+fn auto_regions_and_checkpoints() {
+    take_log();
+    let out = Planned.forward(&Tensor(0.5));
+    assert_eq!(out, Tensor(1.0f64.exp() + 1.5));
+    assert_eq!(
+        take_log(),
+        [
+            "strict true",
+            "auto checkpoint",
+            "checkpoint planned []",
+            "auto attention",
+            "needs 1",
+            "auto mlp",
+            "needs 1.5",
+            "replay",
+            "auto attention",
+            "needs 1",
+            "auto mlp",
+            "needs 1.5",
+        ]
+    );
+    // A standalone block, outside any checkpoint.
+    take_log();
+    let x = Tensor(2.0);
+    remat! {
+        let y = auto add(&x, &x);
+    }
+    assert_eq!(y, Tensor(4.0));
+    assert_eq!(take_log(), ["auto add"]);
 }

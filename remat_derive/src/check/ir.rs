@@ -105,6 +105,8 @@ pub(crate) struct Site {
     pub region: String,
     /// `Some(text)` when the policy is chosen at run time (`region [EXPR]`).
     pub dynamic: Option<String>,
+    /// An `auto` region: the active plan chooses its policy.
+    pub auto: bool,
     /// The names first bound to the output and its elements, for messages:
     /// element path → name.
     pub names: Vec<(Vec<Proj>, String)>,

@@ -647,6 +647,7 @@ impl Lower {
         self.sites.push(Site {
             region: name,
             dynamic,
+            auto: region.policy.kind == PolicyKind::Auto,
             names: Vec::new(),
         });
         let site = self.sites.len() - 1;

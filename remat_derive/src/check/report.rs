@@ -7,6 +7,10 @@ use crate::check::ir::{Proj, ReadKind, Site};
 /// How a site's region is named in a message.
 fn region_desc(site: &Site) -> String {
     match &site.dynamic {
+        None if site.auto => format!(
+            "`auto` region `{}` (the active plan may make it `Save`)",
+            site.region
+        ),
         None => format!("`save` region `{}`", site.region),
         Some(policy) => format!(
             "region `{}` (its policy `[{policy}]` may be `Save`)",

@@ -686,3 +686,65 @@ fn every_error_is_reported() {
     });
     assert_eq!(errors.len(), 3, "{errors:#?}");
 }
+
+#[test]
+fn auto_outputs_are_possible_save_outputs() {
+    // Read unmarked: refused, naming the plan.
+    let errors = checkpoint(quote! {
+        let a = remat!(auto attention: self.attention.forward(x));
+        a + 1
+    });
+    assert_one_error(
+        &errors,
+        &[
+            "`a` holds the output of `auto` region `attention` (the active plan may make it `Save`)",
+            "add `needs a;` before this read",
+        ],
+    );
+    // Marked, or passed to a region: accepted.
+    assert_ok(checkpoint(quote! {
+        remat! {
+            let a = auto attention: self.attention.forward(x);
+            let m = recompute mlp: self.mlp.forward(&a);
+            needs a;
+        }
+        a + m
+    }));
+    // The receiver is captured, as for `recompute`: an unmarked save output
+    // there is a read.
+    let errors = remat_errors(quote! {
+        let s = save s: make(x);
+        let y = auto f: s.forward(x);
+    });
+    assert_one_error(&errors, &["`auto` region `f` reads it"]);
+}
+
+#[test]
+fn malformed_auto_is_refused() {
+    assert_one_error(
+        &remat_errors(quote!(let a = auto;)),
+        &["expected a call after `auto`"],
+    );
+    assert_one_error(
+        &checkpoint_errors(
+            quote!(auto = true),
+            quote!(
+                fn f(x: &Tensor) -> Tensor {
+                    x + 1
+                }
+            ),
+        ),
+        &["`auto` takes no value"],
+    );
+    assert_one_error(
+        &checkpoint_errors(
+            quote!(enabled = self.on, auto),
+            quote!(
+                fn f(&self, x: &Tensor) -> Tensor {
+                    x + 1
+                }
+            ),
+        ),
+        &["`auto` and `enabled` both decide whether the checkpoint is on"],
+    );
+}
