@@ -89,7 +89,7 @@ fn main() {
 fn cuda_include(lib: &Path) -> Option<PathBuf> {
     let mut candidates: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
-        .filter_map(|v| env::var_os(v))
+        .filter_map(env::var_os)
         .map(|home| PathBuf::from(home).join("include"))
         .collect();
     candidates.push(PathBuf::from("/usr/local/cuda/include"));

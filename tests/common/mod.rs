@@ -1,7 +1,6 @@
 #![allow(dead_code)]
 //! Shared by the integration tests.
 
-
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use tch::{Kind, Tensor};
