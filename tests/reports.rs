@@ -59,7 +59,7 @@ fn the_whole_model_report() {
 fn reference_model_under_each_policy() {
     let model = Model::new(SMALL, 2);
     let (tokens, targets) = batch(SMALL, 3);
-    let block_input = (SMALL.b * SMALL.t * SMALL.d * 4) as i64;
+    let block_input = SMALL.b * SMALL.t * SMALL.d * 4;
     for (policy, name) in [
         (ModelPolicy::Full, "full"),
         (ModelPolicy::Selective, "selective"),

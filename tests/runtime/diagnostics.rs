@@ -96,7 +96,7 @@ fn a_function_panicking_in_a_save_region_leaves_grad_mode_on() {
     let x = input();
     let err = checkpoint("c")
         .try_call(&x, |x| {
-            region("f", Policy::Save).call(&x, |x| apply(Failing { panic: true }, &[&x]).remove(0))
+            region("f", Policy::Save).call(&x, |x| apply(Failing { panic: true }, &[x]).remove(0))
         })
         .unwrap_err();
     assert!(err.to_string().contains("forward exploded"), "{err}");
@@ -110,7 +110,7 @@ fn a_function_failing_in_a_save_region_leaves_the_thread_as_it_was() {
     let err = checkpoint("c")
         .try_call(&x, |x| {
             region("f", Policy::Save).call(&x, |x| {
-                try_apply(Failing { panic: false }, &[&x])
+                try_apply(Failing { panic: false }, &[x])
                     .unwrap_or_else(|e| panic!("{e}"))
                     .remove(0)
             })
@@ -184,7 +184,7 @@ impl Function for BadBackward {
 fn a_backward_that_fails_inside_a_save_region_leaves_the_thread_as_it_was() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
-        let h = region("sq", Policy::Save).call(&x, |x| apply(BadBackward, &[&x]).remove(0));
+        let h = region("sq", Policy::Save).call(&x, |x| apply(BadBackward, &[x]).remove(0));
         recompute_needs_tensor(&h);
         h.sin()
     });
@@ -232,7 +232,7 @@ fn save_names_reach_the_memory_report_and_an_empty_slot_round_trips() {
                 NamedMul {
                     names: ["lhs", "rhs"],
                 },
-                &[&x, &z],
+                &[x, z],
             )
             .remove(0)
         });
@@ -344,9 +344,10 @@ fn a_view_over_part_of_its_storage_says_how_much_it_holds() {
 // ---------------------------------------------------------------------------
 // Fix 4: the capture callback runs only for what a checkpoint keeps.
 
-fn capturing(
-    log: &Arc<Mutex<Vec<(SavedTensorKind, Option<usize>)>>>,
-) -> (TensorHooks, Arc<AtomicUsize>) {
+/// What a pack hook saw: the kind and the captured context (an index).
+type PackLog = Arc<Mutex<Vec<(SavedTensorKind, Option<usize>)>>>;
+
+fn capturing(log: &PackLog) -> (TensorHooks, Arc<AtomicUsize>) {
     let captures = Arc::new(AtomicUsize::new(0));
     let (log, c) = (log.clone(), captures.clone());
     let hooks = TensorHooks::with_capture(
@@ -593,7 +594,7 @@ fn memory_report_snapshot_of_hand_built_cases() {
                     NamedMul {
                         names: ["lhs", "rhs"],
                     },
-                    &[&h, &z],
+                    &[h, z],
                 )
                 .remove(0)
             });
