@@ -229,7 +229,8 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
+        F: Fn(I::Owned) -> O,
+        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
     {
         match self.run(inputs, body) {
             Ok(out) => out,
@@ -249,7 +250,8 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
+        F: Fn(I::Owned) -> O,
+        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
     {
         let name = self.name.clone().unwrap_or_else(|| "<unnamed>".into());
         catch_quietly(|| self.run(inputs, body)).unwrap_or_else(|p| {
@@ -264,7 +266,8 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
+        F: Fn(I::Owned) -> O,
+        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
     {
         let mut flat = Vec::new();
         inputs.flatten(&mut flat);
