@@ -260,7 +260,8 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
+        F: Fn(I::Owned) -> O,
+        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
     {
         match self.run(inputs, body) {
             Ok(out) => out,
@@ -280,7 +281,8 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
+        F: Fn(I::Owned) -> O,
+        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
     {
         let name = self.name.clone().unwrap_or_else(|| "<unnamed>".into());
         match catch_quietly(|| self.run(inputs, body)) {
@@ -303,7 +305,8 @@ impl Checkpoint {
     where
         I: CheckpointInputs,
         O: RegionOutput,
-        F: Fn(I::Owned) -> O + ReplayableClosure<I::Owned, O>,
+        F: Fn(I::Owned) -> O,
+        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
     {
         let mut flat = Vec::new();
         inputs.flatten(&mut flat);

@@ -35,6 +35,6 @@ pub trait ReplayableClosure<I, O>: Fn(I) -> O + Send + 'static {}
 impl<I, O, F> ReplayableClosure<I, O> for F
 where
     F: Fn(I) -> O + 'static,
-    F: Send, // REPLAYED IN BACKWARD after `call` returns: the closure must OWN what it uses (`move` shallow clones in, `.capture()`, `#[checkpoint]`, or `remat::Shared`)
+    F: Send,
 {
 }

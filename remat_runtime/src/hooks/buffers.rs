@@ -39,7 +39,8 @@ use tch::Tensor;
 /// let y = checkpoint("block")
 ///     .state_hook(BufferStateHook::new([("calls", &calls)]))
 ///     .call(&x, move |x| {
-///         let _ = tch::no_grad(|| buffer.f_add_scalar_(1.0));
+///         let mut handle = buffer.shallow_clone(); // in-place ops take `&mut`
+///         let _ = tch::no_grad(|| handle.f_add_scalar_(1.0));
 ///         x.sin()
 ///     });
 /// y.sum(Kind::Float).backward(); // replays the closure
