@@ -170,8 +170,9 @@ impl Block {
 /// macros, op for op as the runtime-API version (`Model::loss_api`).
 pub fn loss(model: &Model, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
     if policy == ModelPolicy::Auto {
-        // The checkpoint's own on/off decision from a plan has no macro
-        // form yet: the runtime-API blocks run it.
+        // A plan decides the checkpoint's on/off too (`#[checkpoint(auto)]`),
+        // which `enabled = bool` cannot say: the runtime-API blocks run it,
+        // with the same regions and names.
         return model.loss_api(tokens, targets, policy);
     }
     let policy = BlockPolicy::of(policy);
