@@ -222,7 +222,7 @@ fn demo() -> Result<()> {
     let out = repo_root().join("target").join("train_gpt_out");
     let out = out.to_str().ok_or("the repository path is not UTF-8")?;
     let args = [
-        "--config", "small", "--policy", "all", "--steps", "600", "--out", out,
+        "--config", "small", "--policy", "all", "--steps", "2000", "--out", out,
     ];
     eprintln!("xtask demo: building and running examples/train_gpt (a crate of its own)");
     run(train_cargo()

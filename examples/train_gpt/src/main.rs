@@ -92,7 +92,7 @@ fn parent(opts: &Options) -> Result<(), String> {
          (checkpoints plus saves outside them, checkpoint inputs included)\n{rss_note}",
         train::EVAL_BATCHES
     );
-    let agreement = table::losses_agree(&results);
+    let agreement = table::losses_agree(&results, opts.steps);
     match &agreement {
         Ok(s) => println!("{s}"),
         Err(s) => println!("NOT EQUAL: {s}"),

@@ -9,6 +9,7 @@ use crate::protocol::RunResult;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use plotters::style::text_anchor;
+use remat_reference::model::ModelPolicy;
 use std::path::Path;
 
 type Failure = String;
@@ -17,8 +18,10 @@ fn err<E: std::fmt::Debug>(e: E) -> Failure {
     format!("plot: {e:?}")
 }
 
-/// Steps in the training curve's running mean.
-const WINDOW: usize = 20;
+/// Steps in the training curve's running mean: at least 20, and 1/40 of the run.
+fn window(steps: usize) -> usize {
+    (steps / 40).max(20)
+}
 
 const OUTSIDE: RGBColor = RGBColor(170, 170, 170);
 const LAYER: [RGBColor; 2] = [RGBColor(49, 110, 180), RGBColor(110, 160, 215)];
@@ -40,6 +43,9 @@ pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Resul
     let root = root.titled(title, ("sans-serif", 20)).map_err(err)?;
     let (left, right) = root.split_horizontally(620);
     let n = results.len();
+    // `a..b` segments into b - a + 1 slots: one per policy (two for a
+    // single policy, since an empty range cannot be drawn).
+    let slots = || (0..n.max(2) - 1).into_segmented();
     let names = |v: &SegmentValue<usize>| match v {
         SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => results
             .get(*i)
@@ -59,7 +65,7 @@ pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Resul
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(70)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..top)
+        .build_cartesian_2d(slots(), 0.0..top)
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -93,7 +99,7 @@ pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Resul
                 series
                     .label("outside checkpoints (embeddings, head, loss, checkpoint inputs; all of `none`)")
                     .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], OUTSIDE.filled()));
-            } else if j > 0 && legend_layer {
+            } else if j > 0 && bytes > 0 && legend_layer {
                 legend_layer = false;
                 series
                     .label("kept by checkpoint layers.i (one segment each, layers.0 lowest)")
@@ -127,21 +133,21 @@ pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Resul
         .map_err(err)?;
 
     let base = results
-        .first()
+        .iter()
+        .find(|r| r.policy == ModelPolicy::None)
         .map(|r| r.median_step_ns() as f64)
-        .unwrap_or(1.0)
-        .max(1.0);
+        .filter(|&ns| ns > 0.0);
     let ms = |r: &RunResult| r.median_step_ns() as f64 / 1e6;
     let top = results.iter().map(ms).fold(0.001, f64::max) * 1.2;
     let mut chart = ChartBuilder::on(&right)
         .caption(
-            "median step time (forward + backward + AdamW)",
+            "median step time (forward + backward + AdamW); x: ratio to none",
             ("sans-serif", 16),
         )
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(60)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..top)
+        .build_cartesian_2d(slots(), 0.0..top)
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -162,17 +168,19 @@ pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Resul
         bar.set_margin(0, 0, 18, 18);
         chart.draw_series(std::iter::once(bar)).map_err(err)?;
         chart
-            .draw_series(std::iter::once(Text::new(
-                format!("{:.2}x", r.median_step_ns() as f64 / base),
-                (SegmentValue::CenterOf(i), ms(r) + top * 0.02),
-                ("sans-serif", 13)
-                    .into_font()
-                    .color(&BLACK)
-                    .pos(text_anchor::Pos::new(
-                        text_anchor::HPos::Center,
-                        text_anchor::VPos::Bottom,
-                    )),
-            )))
+            .draw_series(base.map(|base| {
+                Text::new(
+                    format!("{:.2}x", r.median_step_ns() as f64 / base),
+                    (SegmentValue::CenterOf(i), ms(r) + top * 0.02),
+                    ("sans-serif", 13)
+                        .into_font()
+                        .color(&BLACK)
+                        .pos(text_anchor::Pos::new(
+                            text_anchor::HPos::Center,
+                            text_anchor::VPos::Bottom,
+                        )),
+                )
+            }))
             .map_err(err)?;
     }
     root.present().map_err(err)
@@ -189,12 +197,13 @@ pub fn losses(path: &Path, results: &[RunResult], title: &str) -> Result<(), Fai
         .max()
         .unwrap_or(1)
         .max(2);
+    let window = window(steps);
     let smooth: Vec<Vec<(f64, f64)>> = results
         .iter()
         .map(|r| {
             (0..r.step_loss.len())
                 .map(|i| {
-                    let from = (i + 1).saturating_sub(WINDOW);
+                    let from = (i + 1).saturating_sub(window);
                     let w = &r.step_loss[from..=i];
                     ((i + 1) as f64, w.iter().sum::<f64>() / w.len() as f64)
                 })
@@ -219,6 +228,7 @@ pub fn losses(path: &Path, results: &[RunResult], title: &str) -> Result<(), Fai
     chart
         .configure_mesh()
         .x_desc("step")
+        .x_label_formatter(&|v| format!("{v:.0}"))
         .y_desc("loss (nats per byte)")
         .draw()
         .map_err(err)?;
@@ -233,7 +243,7 @@ pub fn losses(path: &Path, results: &[RunResult], title: &str) -> Result<(), Fai
             ))
             .map_err(err)?
             .label(format!(
-                "{}: training (mean of the last {WINDOW} steps)",
+                "{}: training (mean of the last {window} steps)",
                 policy_name(r.policy)
             ))
             .legend(move |(x, y)| {
@@ -244,14 +254,14 @@ pub fn losses(path: &Path, results: &[RunResult], title: &str) -> Result<(), Fai
                 r.evals.iter().map(|e| (e.0 as f64, e.2)),
                 8,
                 4,
-                color.stroke_width(width),
+                color.stroke_width(1),
             ))
             .map_err(err)?;
         chart
             .draw_series(
                 r.evals
                     .iter()
-                    .map(|e| Circle::new((e.0 as f64, e.2), width + 2, color.filled())),
+                    .map(|e| Circle::new((e.0 as f64, e.2), width / 2 + 3, color.filled())),
             )
             .map_err(err)?
             .label(format!(

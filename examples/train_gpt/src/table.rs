@@ -54,18 +54,16 @@ pub fn table(results: &[RunResult]) -> String {
     s
 }
 
-/// `Ok` with a sentence when every run's per-step losses equal the first
-/// run's bit for bit, else `Err` naming the first step that differs.
-pub fn losses_agree(results: &[RunResult]) -> Result<String, String> {
+/// `Ok` with a sentence when every run reported `steps` losses, each equal
+/// to the first run's bit for bit, else `Err` naming what differs.
+pub fn losses_agree(results: &[RunResult], steps: usize) -> Result<String, String> {
     let Some(first) = results.first() else {
-        return Ok("no run".into());
+        return Err("no run".into());
     };
-    for r in &results[1..] {
-        if r.step_loss.len() != first.step_loss.len() {
+    for r in results {
+        if r.step_loss.len() != steps {
             return Err(format!(
-                "{} ran {} steps, {} ran {}",
-                policy_name(first.policy),
-                first.step_loss.len(),
+                "{} reported {} of the {steps} steps",
                 policy_name(r.policy),
                 r.step_loss.len()
             ));
