@@ -225,9 +225,7 @@ fn demo() -> Result<()> {
         "--config", "small", "--policy", "all", "--steps", "2000", "--out", out,
     ];
     eprintln!("xtask demo: building and running examples/train_gpt (a crate of its own)");
-    run(train_cargo()
-        .args(["run", "--release", "--quiet", "--"])
-        .args(args))
+    run(train_cargo().args(["run", "--release", "--"]).args(args))
 }
 
 /// The `.cargo/config.toml` that points a crate's torch-sys at `torch`.
