@@ -265,8 +265,8 @@ fn train_cargo() -> Command {
     cmd
 }
 
-/// Builds the training example through the recipe, checks its formatting
-/// and clippy, and trains a few steps under every policy, failing unless the
+/// Builds the training example through the recipe, checks its formatting,
+/// clippy and unit tests, and trains a few steps under every policy, failing unless the
 /// losses of all policies are bitwise equal at every step.
 fn test_train_crate() -> Result<()> {
     let out = repo_root().join("target").join("train_gpt_smoke");
@@ -278,7 +278,18 @@ fn test_train_crate() -> Result<()> {
         ),
         (
             "the training example: clippy",
-            vec!["clippy", "--release", "--", "-D", "warnings"],
+            vec![
+                "clippy",
+                "--release",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        (
+            "the training example: unit tests",
+            vec!["test", "--release"],
         ),
         (
             "the training example: a short run of every policy, losses bitwise equal",

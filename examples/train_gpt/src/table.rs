@@ -90,3 +90,56 @@ pub fn losses_agree(results: &[RunResult], steps: usize) -> Result<String, Strin
         first.step_loss.len()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{parse, Emit};
+
+    /// A run as the child reports it, through the line protocol.
+    fn run(policy: ModelPolicy, losses: &[f64]) -> RunResult {
+        let mut out = Vec::new();
+        let mut emit = Emit(&mut out);
+        emit.saved(300, 100, &[("layers.0".into(), 200)]);
+        for &l in losses {
+            emit.step(l, 1_000);
+        }
+        emit.eval(losses.len(), 2.5, 2.75);
+        parse(policy, &String::from_utf8(out).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn equal_losses_agree_and_reach_the_table() {
+        let losses = [5.5, 0.1 + 0.2, 1.0 / 3.0];
+        let runs = [
+            run(ModelPolicy::None, &losses),
+            run(ModelPolicy::Full, &losses),
+        ];
+        assert_eq!(runs[1].saved_layers, [("layers.0".to_string(), 200)]);
+        assert!(losses_agree(&runs, 3).unwrap().contains("bitwise equal"));
+        let table = table(&runs);
+        assert!(
+            table.contains("full           2.5000     2.7500"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_loss_one_ulp_off_is_named_with_its_step() {
+        let a: [f64; 3] = [5.5, 0.1 + 0.2, 1.0 / 3.0];
+        let mut b = a;
+        b[1] = f64::from_bits(b[1].to_bits() + 1);
+        let runs = [run(ModelPolicy::None, &a), run(ModelPolicy::Selective, &b)];
+        let err = losses_agree(&runs, 3).unwrap_err();
+        assert!(err.starts_with("the losses differ at step 2:"), "{err}");
+    }
+
+    #[test]
+    fn a_run_with_missing_steps_does_not_agree() {
+        let runs = [run(ModelPolicy::None, &[1.0, 2.0])];
+        assert_eq!(
+            losses_agree(&runs, 3).unwrap_err(),
+            "none reported 2 of the 3 steps"
+        );
+    }
+}
