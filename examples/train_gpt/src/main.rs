@@ -90,7 +90,7 @@ fn parent(opts: &Options) -> Result<(), String> {
         "\n{table}\nlosses: mean over {} fixed batches of each split at the last step; \
          saved for backward: remat's report after the first batch's forward \
          (checkpoints plus saves outside them, checkpoint inputs included)\n{rss_note}",
-        train::EVAL_BATCHES
+        train::eval_batches(cfg)
     );
     let agreement = table::losses_agree(&results, opts.steps);
     match &agreement {

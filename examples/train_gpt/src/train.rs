@@ -18,8 +18,14 @@ use std::time::Instant;
 use tch::nn::{self, OptimizerConfig};
 use tch::Tensor;
 
+/// Tokens per evaluation, each split: 16 batches of the small config, one
+/// of the medium (the same estimate at a cost that does not grow with size).
+pub const EVAL_TOKENS: i64 = 1024;
+
 /// Batches per evaluation, each split.
-pub const EVAL_BATCHES: usize = 16;
+pub fn eval_batches(cfg: Config) -> usize {
+    ((EVAL_TOKENS + cfg.b * cfg.t - 1) / (cfg.b * cfg.t)).max(1) as usize
+}
 
 /// Evaluations over a run (plus one at the end).
 const EVALS: usize = 20;
@@ -103,14 +109,15 @@ fn evaluate(model: &Model, corpus: &Corpus, cfg: Config, seed: u64) -> (f64, f64
     let mean = |bytes: &[u8]| {
         // Its own stream, so evaluating draws nothing from the training batches.
         let mut batches = Sampler::new(seed ^ 0x5eed_e7a1);
-        let sum: f64 = (0..EVAL_BATCHES)
+        let n = eval_batches(cfg);
+        let sum: f64 = (0..n)
             .map(|_| {
                 let (x, y) = batches.batch(bytes, cfg);
                 let loss = tch::no_grad(|| model.loss(&x, &y, ModelPolicy::None));
                 f64::try_from(&loss).expect("a scalar loss")
             })
             .sum();
-        sum / EVAL_BATCHES as f64
+        sum / n as f64
     };
     (mean(&corpus.train), mean(&corpus.val))
 }
