@@ -87,7 +87,7 @@ fn parent(opts: &Options) -> Result<(), String> {
         threshold.as_deref().unwrap_or(MMAP_THRESHOLD)
     );
     println!(
-        "\n{table}\nlosses: mean over {} fixed batches of each split at the last step; \
+        "\n{table}\nlosses: mean over {} fixed batch(es) of each split at the last step; \
          saved for backward: remat's report after the first batch's forward \
          (checkpoints plus saves outside them, checkpoint inputs included)\n{rss_note}",
         train::eval_batches(cfg)
