@@ -5,7 +5,9 @@
 //! and cargo overrides `LD_LIBRARY_PATH` for test processes. remat_runtime's
 //! build script passes the libtorch folder on (`links = "remat_bridge"`).
 //! Link arguments only reach the binaries of the package whose build script
-//! prints them, so a binary crate of yours needs the same few lines.
+//! prints them, so a binary crate of yours needs the same few lines: this
+//! script passes the folder on to crates that depend on `remat`
+//! (`links = "remat"`), as `DEP_REMAT_LIBTORCH_LIB` in their build scripts.
 
 fn main() {
     if let Ok(lib) = std::env::var("DEP_REMAT_BRIDGE_LIBTORCH_LIB") {
@@ -13,6 +15,7 @@ fn main() {
         // For tests that build other binaries (trybuild's UI cases), which
         // get no rpath of ours: they export it as LD_LIBRARY_PATH.
         println!("cargo:rustc-env=REMAT_LIBTORCH_LIB={lib}");
+        println!("cargo:libtorch_lib={lib}");
     }
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
         // `--as-needed` would drop libtorch_cuda.so: nothing references it,

@@ -1,9 +1,12 @@
-//! Project tasks: `cargo xtask setup | test | demo`.
+//! Project tasks: `cargo xtask setup | env | test | demo`.
 //!
 //! `setup` installs libtorch (the PyPI wheel `torch==2.13.0`) into a per-user
 //! cache shared by every clone and links it as `.libtorch` in the repository,
-//! where `.cargo/config.toml` points torch-sys at it. `test` and `demo` run
-//! `setup` first, so both work from a fresh clone.
+//! where `.cargo/config.toml` points torch-sys at it. `env` prints the
+//! `.cargo/config.toml` a crate of yours needs (the README's recipe). `test`
+//! and `demo` run `setup` first, so both work from a fresh clone; both build
+//! the training example `examples/train_gpt`, a crate of its own that follows
+//! the recipe.
 
 use std::env;
 use std::fs;
@@ -22,7 +25,10 @@ fn main() -> ExitCode {
         "setup" => setup().map(|dir| {
             println!("libtorch {TORCH_VERSION} ready at {}", dir.display());
         }),
-        "test" => setup().and_then(|_| test()),
+        "env" => setup().map(|dir| print!("{}", user_config(&dir))),
+        "test" => setup()
+            .and_then(|_| test())
+            .and_then(|_| test_train_crate()),
         "demo" => setup().and_then(|_| demo()),
         "leaks" => setup().and_then(|_| leaks()),
         "soak" => setup().and_then(|_| soak()),
@@ -31,8 +37,9 @@ fn main() -> ExitCode {
                 "usage: cargo xtask <task>\n\n\
                  tasks:\n  \
                  setup  install libtorch {TORCH_VERSION} (cached per user) and link it as .libtorch\n  \
-                 test   setup, then every test, rustfmt and clippy\n  \
-                 demo   setup, then run the main example\n  \
+                 env    setup, then print the .cargo/config.toml of a crate that uses remat\n  \
+                 test   setup, then every test, rustfmt and clippy, and the training example\n  \
+                 demo   setup, then train the reference model under each policy\n  \
                  leaks  setup, then the leak check alone (part of `test`)\n  \
                  soak   setup, then the long reliability runs (docs/reliability.md)"
             );
@@ -400,6 +407,106 @@ fn soak() -> Result<()> {
     Ok(())
 }
 
+/// The training example on the small config under all four policies: the
+/// table, one block's memory report and the plots (in `target/train_gpt_out`).
 fn demo() -> Result<()> {
-    run(cargo().args(["run", "--example", "demo"]))
+    let out = repo_root().join("target").join("train_gpt_out");
+    let out = out.to_str().ok_or("the repository path is not UTF-8")?;
+    let args = [
+        "--config", "small", "--policy", "all", "--steps", "2000", "--out", out,
+    ];
+    eprintln!("xtask demo: building and running examples/train_gpt (a crate of its own)");
+    run(train_cargo().args(["run", "--release", "--"]).args(args))
+}
+
+/// The `.cargo/config.toml` that points a crate's torch-sys at `torch`.
+fn user_config(torch: &Path) -> String {
+    format!(
+        "# .cargo/config.toml of a crate that depends on remat (from `cargo xtask env`):\n\
+         # torch-sys builds against the libtorch {TORCH_VERSION} that `cargo xtask setup`\n\
+         # installed. Your build.rs gives binaries an rpath to it (see the README).\n\
+         [env]\n\
+         LIBTORCH = {:?}\n\
+         LIBTORCH_CXX11_ABI = \"1\"\n",
+        torch.display().to_string()
+    )
+}
+
+/// The training example: a crate outside the workspace, built as a user's
+/// crate is built.
+fn train_crate() -> PathBuf {
+    repo_root().join("examples").join("train_gpt")
+}
+
+/// cargo for the training example. It runs in the crate's folder, so that
+/// the crate's own `.cargo/config.toml` (the recipe) is read, and without
+/// the `LIBTORCH*` values that `cargo xtask` itself inherited from the
+/// workspace's config, which would take precedence over the crate's.
+/// Its own target folder: the crate names libtorch by another path, which
+/// would rebuild the workspace's torch-sys at each switch.
+fn train_cargo() -> Command {
+    let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()));
+    cmd.current_dir(train_crate())
+        .env_remove("LIBTORCH")
+        .env_remove("LIBTORCH_CXX11_ABI")
+        .env(
+            "CARGO_TARGET_DIR",
+            repo_root().join("target").join("train_gpt"),
+        );
+    cmd
+}
+
+/// Builds the training example through the recipe, checks its formatting,
+/// clippy and unit tests, and trains a few steps under every policy, failing unless the
+/// losses of all policies are bitwise equal at every step.
+fn test_train_crate() -> Result<()> {
+    let out = repo_root().join("target").join("train_gpt_smoke");
+    let out = out.to_str().ok_or("the repository path is not UTF-8")?;
+    let steps: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "the training example: formatting",
+            vec!["fmt", "--", "--check"],
+        ),
+        (
+            "the training example: clippy",
+            vec![
+                "clippy",
+                "--release",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        (
+            "the training example: unit tests",
+            vec!["test", "--release"],
+        ),
+        (
+            "the training example: a short run of every policy, losses bitwise equal",
+            vec![
+                "run",
+                "--release",
+                "--quiet",
+                "--",
+                "--config",
+                "small",
+                "--policy",
+                "all",
+                "--steps",
+                "8",
+                "--threads",
+                "1",
+                "--check",
+                "--out",
+                out,
+            ],
+        ),
+    ];
+    for (what, args) in &steps {
+        eprintln!("xtask test: {what}: cargo {}", args.join(" "));
+        run(train_cargo().args(args))?;
+    }
+    eprintln!("xtask test: the training example passed");
+    Ok(())
 }

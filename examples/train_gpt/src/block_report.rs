@@ -1,0 +1,33 @@
+//! The memory report of one block: block 0 of the reference model run
+//! through a checkpoint of the runtime API, with `remat::memory_report()`
+//! called at the end of its forward (the only place it answers).
+//!
+//! Invariant: reports the forward's view only; the replay in backward does
+//! not overwrite it.
+
+use crate::corpus::{Corpus, Sampler};
+use remat::{checkpoint, memory_report, MemoryReport};
+use remat_reference::model::{block_body, Config, Model, ModelPolicy};
+use std::sync::{Arc, Mutex};
+
+/// What block 0 keeps for backward under `policy`.
+pub fn block_report(cfg: Config, seed: u64, policy: ModelPolicy) -> Result<MemoryReport, String> {
+    let model = Model::new(cfg, seed as i64);
+    let (x, y) = Sampler::new(seed).batch(&Corpus::load().train, cfg);
+    let slot: Arc<Mutex<Option<MemoryReport>>> = Arc::default();
+    let loss = model.loss_through(&x, &y, |h| {
+        let block = model.blocks[0].shallow();
+        let slot = slot.clone();
+        checkpoint("layers.0").call(&h, move |h| {
+            let out = block_body(&block, &h, policy);
+            let mut slot = slot.lock().expect("not poisoned");
+            if slot.is_none() {
+                *slot = memory_report().ok();
+            }
+            out
+        })
+    });
+    loss.backward();
+    let report = slot.lock().expect("not poisoned").take();
+    report.ok_or_else(|| "memory_report() did not answer inside the checkpoint".to_string())
+}

@@ -1,0 +1,157 @@
+//! Trains remat's reference model (shared/design/reference-model.md) on a
+//! byte corpus under each checkpointing policy, each in its own process, and
+//! reports per policy: final losses, median step time, bytes saved for
+//! backward and peak resident memory; then one block's memory report and
+//! two SVG plots.
+//!
+//! Invariant: the parent process never trains; each policy's numbers,
+//! peak memory included, come from a fresh child process of its own.
+
+mod block_report;
+mod corpus;
+mod format;
+mod options;
+mod plot;
+mod protocol;
+mod rss;
+mod table;
+mod train;
+
+use clap::Parser;
+use options::{policy_name, Options};
+use remat_reference::model::ModelPolicy;
+use std::process::{Command, ExitCode, Stdio};
+
+/// glibc's threshold above which allocations are mmapped and so returned to
+/// the kernel when freed; fixed, it also stops glibc from raising it.
+const MMAP_THRESHOLD: &str = "65536";
+
+fn main() -> ExitCode {
+    let opts = Options::parse();
+    let outcome = if opts.child {
+        match opts.policies().as_slice() {
+            [policy] => train::run(&opts, *policy),
+            _ => Err("--child trains exactly one policy".into()),
+        }
+    } else {
+        parent(&opts)
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("train_gpt: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parent(opts: &Options) -> Result<(), String> {
+    let cfg = opts.model_config();
+    let corpus = corpus::Corpus::load();
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| format!("cannot create {}: {e}", opts.out.display()))?;
+    let threshold = std::env::var("MALLOC_MMAP_THRESHOLD_").ok();
+    println!(
+        "train_gpt: the reference model, {} config (D={} H={} T={} B={} L={}), {} steps of \
+         AdamW (lr {}) per policy, seed {}, {} thread(s)\n\
+         corpus: this repository's text, {} bytes for training, {} held out for validation",
+        opts.config_name(),
+        cfg.d,
+        cfg.h,
+        cfg.t,
+        cfg.b,
+        cfg.l,
+        opts.steps,
+        opts.lr,
+        opts.seed,
+        opts.threads,
+        corpus.train.len(),
+        corpus.val.len()
+    );
+    let policies = opts.policies();
+    let mut results = Vec::new();
+    for (i, &policy) in policies.iter().enumerate() {
+        eprintln!(
+            "[{}/{}] {}: training in a process of its own",
+            i + 1,
+            policies.len(),
+            policy_name(policy)
+        );
+        results.push(run_child(opts, policy, threshold.as_deref())?);
+    }
+
+    let table = table::table(&results);
+    let rss_note = format!(
+        "peak resident: VmHWM of each policy's own process (MALLOC_MMAP_THRESHOLD_={}), \
+         libtorch itself included",
+        threshold.as_deref().unwrap_or(MMAP_THRESHOLD)
+    );
+    println!(
+        "\n{table}\nlosses: mean over {} fixed batch(es) of each split at the last step; \
+         saved for backward: remat's report after the first batch's forward \
+         (checkpoints plus saves outside them, checkpoint inputs included)\n{rss_note}",
+        train::eval_batches(cfg)
+    );
+    let agreement = table::losses_agree(&results, opts.steps);
+    match &agreement {
+        Ok(s) => println!("{s}"),
+        Err(s) => println!("NOT EQUAL: {s}"),
+    }
+
+    for policy in [ModelPolicy::Selective, ModelPolicy::SaveMlp] {
+        if policies.contains(&policy) {
+            let report = block_report::block_report(cfg, opts.seed, policy)?;
+            println!(
+                "\nwhat one block keeps under {}:\n{report}",
+                policy_name(policy)
+            );
+        }
+    }
+
+    let title = format!(
+        "reference model, {} config, {} steps, seed {}",
+        opts.config_name(),
+        opts.steps,
+        opts.seed
+    );
+    let memory = opts.out.join("memory_time.svg");
+    let losses = opts.out.join("loss.svg");
+    let table_path = opts.out.join("table.txt");
+    plot::memory_and_time(&memory, &results, &title)?;
+    plot::losses(&losses, &results, &title)?;
+    std::fs::write(&table_path, format!("{title}\n\n{table}\n{rss_note}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", table_path.display()))?;
+    println!("\nplots: {}\n       {}", memory.display(), losses.display());
+    println!("table: {}", table_path.display());
+    match agreement {
+        Err(s) if opts.check => Err(format!("--check: {s}")),
+        _ => Ok(()),
+    }
+}
+
+/// Trains `policy` in a fresh process of this program and reads its report.
+fn run_child(
+    opts: &Options,
+    policy: ModelPolicy,
+    threshold: Option<&str>,
+) -> Result<protocol::RunResult, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(opts.child_args(policy))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    if threshold.is_none() {
+        cmd.env("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD);
+    }
+    let output = cmd
+        .output()
+        .map_err(|e| format!("cannot start the {} run: {e}", policy_name(policy)))?;
+    if !output.status.success() {
+        return Err(format!(
+            "the {} run failed ({})",
+            policy_name(policy),
+            output.status
+        ));
+    }
+    protocol::parse(policy, &String::from_utf8_lossy(&output.stdout))
+}

@@ -1,0 +1,113 @@
+//! What a child process reports to its parent: one line per fact on stdout,
+//! `key value...`, and the parsed form, `RunResult`.
+//!
+//! Invariant: losses are written with Rust's shortest round-trip float
+//! formatting, so the parent compares the exact values the child computed.
+
+use remat_reference::model::ModelPolicy;
+use std::io::Write;
+
+/// Everything one policy's run measured.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub policy: ModelPolicy,
+    /// Bytes saved for backward after the forward of the first batch.
+    pub saved_total: i64,
+    /// The part saved outside checkpoints (all of it under `none`).
+    pub saved_outside: i64,
+    /// Each live checkpoint's share, in forward order.
+    pub saved_layers: Vec<(String, i64)>,
+    /// The training loss of each step.
+    pub step_loss: Vec<f64>,
+    /// The wall time of each step (forward, backward, optimizer), ns.
+    pub step_ns: Vec<u64>,
+    /// `(step, train loss, validation loss)` on fixed held-out batches.
+    pub evals: Vec<(usize, f64, f64)>,
+    /// The child's peak resident memory, bytes.
+    pub peak_rss: Option<u64>,
+}
+
+impl RunResult {
+    pub fn median_step_ns(&self) -> u64 {
+        let mut ns = self.step_ns.clone();
+        ns.sort_unstable();
+        ns.get(ns.len() / 2).copied().unwrap_or(0)
+    }
+}
+
+/// The child's side: writes the lines.
+pub struct Emit<W: Write>(pub W);
+
+impl<W: Write> Emit<W> {
+    pub fn saved(&mut self, total: i64, outside: i64, layers: &[(String, i64)]) {
+        self.line(format_args!("saved {total} {outside}"));
+        for (name, bytes) in layers {
+            self.line(format_args!("layer {name} {bytes}"));
+        }
+    }
+
+    pub fn step(&mut self, loss: f64, ns: u64) {
+        self.line(format_args!("step {loss} {ns}"));
+    }
+
+    pub fn eval(&mut self, step: usize, train: f64, val: f64) {
+        self.line(format_args!("eval {step} {train} {val}"));
+    }
+
+    pub fn peak_rss(&mut self, bytes: Option<u64>) {
+        if let Some(b) = bytes {
+            self.line(format_args!("peak_rss {b}"));
+        }
+    }
+
+    fn line(&mut self, args: std::fmt::Arguments<'_>) {
+        writeln!(self.0, "{args}").expect("the parent reads our stdout");
+    }
+}
+
+/// The parent's side: the result of `policy`'s run from the child's stdout.
+pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
+    let mut r = RunResult {
+        policy,
+        saved_total: 0,
+        saved_outside: 0,
+        saved_layers: Vec::new(),
+        step_loss: Vec::new(),
+        step_ns: Vec::new(),
+        evals: Vec::new(),
+        peak_rss: None,
+    };
+    for line in text.lines() {
+        let bad = || format!("unexpected line from the training process: {line:?}");
+        let mut words = line.split_whitespace();
+        let mut num = |what: &str| -> Result<String, String> {
+            words
+                .next()
+                .map(str::to_string)
+                .ok_or_else(|| format!("{} ({what} missing)", bad()))
+        };
+        match num("key")?.as_str() {
+            "saved" => {
+                r.saved_total = num("total")?.parse().map_err(|_| bad())?;
+                r.saved_outside = num("outside")?.parse().map_err(|_| bad())?;
+            }
+            "layer" => {
+                let name = num("name")?;
+                r.saved_layers
+                    .push((name, num("bytes")?.parse().map_err(|_| bad())?));
+            }
+            "step" => {
+                r.step_loss.push(num("loss")?.parse().map_err(|_| bad())?);
+                r.step_ns.push(num("ns")?.parse().map_err(|_| bad())?);
+            }
+            "eval" => r.evals.push((
+                num("step")?.parse().map_err(|_| bad())?,
+                num("train")?.parse().map_err(|_| bad())?,
+                num("val")?.parse().map_err(|_| bad())?,
+            )),
+            "peak_rss" => r.peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),
+            _ => return Err(bad()),
+        }
+    }
+    Ok(r)
+}

@@ -1,0 +1,145 @@
+//! The end-of-run table (one row per policy) and the check that every
+//! policy's loss curve equals the first one's.
+//!
+//! Invariant: every number comes from a child's own measurement; nothing is
+//! derived but the median and the ratio to `none`.
+
+use crate::format::{human_bytes, human_ms};
+use crate::options::policy_name;
+use crate::protocol::RunResult;
+use remat_reference::model::ModelPolicy;
+use std::fmt::Write;
+
+/// The table, as printed and written to `table.txt`.
+pub fn table(results: &[RunResult]) -> String {
+    let base = results
+        .iter()
+        .find(|r| r.policy == ModelPolicy::None)
+        .map(RunResult::median_step_ns);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<10} {:>10} {:>10} {:>12} {:>8} {:>19} {:>14}",
+        "policy",
+        "train loss",
+        "val loss",
+        "median step",
+        "vs none",
+        "saved for backward",
+        "peak resident"
+    );
+    for r in results {
+        let (train, val) = r
+            .evals
+            .last()
+            .map(|&(_, t, v)| (format!("{t:.4}"), format!("{v:.4}")))
+            .unwrap_or_else(|| ("-".into(), "-".into()));
+        let median = r.median_step_ns();
+        let ratio = base
+            .filter(|&b| b > 0)
+            .map(|b| format!("{:.2}x", median as f64 / b as f64))
+            .unwrap_or_else(|| "-".into());
+        let rss = r
+            .peak_rss
+            .map(|b| human_bytes(b as i64))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "{:<10} {train:>10} {val:>10} {:>12} {ratio:>8} {:>19} {rss:>14}",
+            policy_name(r.policy),
+            human_ms(median),
+            human_bytes(r.saved_total),
+        );
+    }
+    s
+}
+
+/// `Ok` with a sentence when every run reported `steps` losses, each equal
+/// to the first run's bit for bit, else `Err` naming what differs.
+pub fn losses_agree(results: &[RunResult], steps: usize) -> Result<String, String> {
+    let Some(first) = results.first() else {
+        return Err("no run".into());
+    };
+    for r in results {
+        if r.step_loss.len() != steps {
+            return Err(format!(
+                "{} reported {} of the {steps} steps",
+                policy_name(r.policy),
+                r.step_loss.len()
+            ));
+        }
+        let differs = first
+            .step_loss
+            .iter()
+            .zip(&r.step_loss)
+            .position(|(a, b)| a.to_bits() != b.to_bits());
+        if let Some(i) = differs {
+            return Err(format!(
+                "the losses differ at step {}: {} {} vs {} {}",
+                i + 1,
+                policy_name(first.policy),
+                first.step_loss[i],
+                policy_name(r.policy),
+                r.step_loss[i]
+            ));
+        }
+    }
+    Ok(format!(
+        "the training losses of all {} policies are bitwise equal at each of the {} steps",
+        results.len(),
+        first.step_loss.len()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{parse, Emit};
+
+    /// A run as the child reports it, through the line protocol.
+    fn run(policy: ModelPolicy, losses: &[f64]) -> RunResult {
+        let mut out = Vec::new();
+        let mut emit = Emit(&mut out);
+        emit.saved(300, 100, &[("layers.0".into(), 200)]);
+        for &l in losses {
+            emit.step(l, 1_000);
+        }
+        emit.eval(losses.len(), 2.5, 2.75);
+        parse(policy, &String::from_utf8(out).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn equal_losses_agree_and_reach_the_table() {
+        let losses = [5.5, 0.1 + 0.2, 1.0 / 3.0];
+        let runs = [
+            run(ModelPolicy::None, &losses),
+            run(ModelPolicy::Full, &losses),
+        ];
+        assert_eq!(runs[1].saved_layers, [("layers.0".to_string(), 200)]);
+        assert!(losses_agree(&runs, 3).unwrap().contains("bitwise equal"));
+        let table = table(&runs);
+        assert!(
+            table.contains("full           2.5000     2.7500"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_loss_one_ulp_off_is_named_with_its_step() {
+        let a: [f64; 3] = [5.5, 0.1 + 0.2, 1.0 / 3.0];
+        let mut b = a;
+        b[1] = f64::from_bits(b[1].to_bits() + 1);
+        let runs = [run(ModelPolicy::None, &a), run(ModelPolicy::Selective, &b)];
+        let err = losses_agree(&runs, 3).unwrap_err();
+        assert!(err.starts_with("the losses differ at step 2:"), "{err}");
+    }
+
+    #[test]
+    fn a_run_with_missing_steps_does_not_agree() {
+        let runs = [run(ModelPolicy::None, &[1.0, 2.0])];
+        assert_eq!(
+            losses_agree(&runs, 3).unwrap_err(),
+            "none reported 2 of the 3 steps"
+        );
+    }
+}

@@ -1,0 +1,123 @@
+//! One policy's training run, in its own process: what the forward saves
+//! for backward, then AdamW steps with a progress bar, periodic evaluation
+//! on fixed batches, and the process's peak resident memory at the end.
+//!
+//! Invariant: the only thing that differs between policies is the policy
+//! passed to `Model::loss`; parameters, batches and evaluation are the same,
+//! so the losses must be too.
+
+use crate::corpus::{Corpus, Sampler};
+use crate::format::human_bytes;
+use crate::options::{policy_name, Options};
+use crate::protocol::Emit;
+use crate::rss::peak_resident_bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use remat::{saved_tensors_report, track_saved_tensors};
+use remat_reference::model::{Config, Model, ModelPolicy};
+use std::time::Instant;
+use tch::nn::{self, OptimizerConfig};
+use tch::Tensor;
+
+/// Tokens per evaluation, each split: 16 batches of the small config, one
+/// of the medium (the same estimate at a cost that does not grow with size).
+pub const EVAL_TOKENS: i64 = 1024;
+
+/// Batches per evaluation, each split.
+pub fn eval_batches(cfg: Config) -> usize {
+    ((EVAL_TOKENS + cfg.b * cfg.t - 1) / (cfg.b * cfg.t)).max(1) as usize
+}
+
+/// Evaluations over a run (plus one at the end).
+const EVALS: usize = 20;
+
+pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
+    tch::set_num_threads(opts.threads);
+    let cfg = opts.model_config();
+    let corpus = Corpus::load();
+    let model = Model::new(cfg, opts.seed as i64);
+    let mut opt = nn::AdamW::default()
+        .build(&model.vs, opts.lr)
+        .map_err(|e| format!("AdamW: {e}"))?;
+    let mut emit = Emit(std::io::stdout().lock());
+    let mut batches = Sampler::new(opts.seed);
+
+    let (x, y) = batches.clone().batch(&corpus.train, cfg);
+    let saved = saved_for_backward(&model, &x, &y, policy);
+    emit.saved(saved.0, saved.1, &saved.2);
+
+    let bar = ProgressBar::new(opts.steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} steps | {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(policy_name(policy));
+    let every = (opts.steps / EVALS).max(1);
+    let started = Instant::now();
+    for step in 1..=opts.steps {
+        let (x, y) = batches.batch(&corpus.train, cfg);
+        let t0 = Instant::now();
+        let loss = model.loss(&x, &y, policy);
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+        let ns = t0.elapsed().as_nanos() as u64;
+        let loss = f64::try_from(&loss).map_err(|e| format!("loss: {e}"))?;
+        emit.step(loss, ns);
+        if step % every == 0 || step == opts.steps {
+            let (train, val) = evaluate(&model, &corpus, cfg, opts.seed);
+            emit.eval(step, train, val);
+        }
+        bar.inc(1);
+        bar.set_message(format!(
+            "loss {loss:.4} | {:.1} steps/s | saved for backward {}",
+            step as f64 / started.elapsed().as_secs_f64(),
+            human_bytes(saved.0)
+        ));
+    }
+    bar.finish();
+    emit.peak_rss(peak_resident_bytes());
+    Ok(())
+}
+
+/// Bytes saved for backward at the forward→backward point, from remat's
+/// own report: every checkpoint's share and what autograd saved outside
+/// checkpoints (embeddings, head, loss and each checkpoint's input).
+fn saved_for_backward(
+    model: &Model,
+    x: &Tensor,
+    y: &Tensor,
+    policy: ModelPolicy,
+) -> (i64, i64, Vec<(String, i64)>) {
+    let (loss, outside) = track_saved_tensors(|| model.loss(x, y, policy));
+    let report = saved_tensors_report(Some(&outside));
+    let outside = report.outside_bytes().unwrap_or(0);
+    let layers: Vec<(String, i64)> = report
+        .checkpoints
+        .iter()
+        .map(|c| (c.checkpoint.clone(), c.bytes()))
+        .collect();
+    let total = outside + report.checkpoint_bytes();
+    // The gradients this leaves are zeroed before the first step.
+    loss.backward();
+    (total, outside, layers)
+}
+
+/// Mean loss on fixed training and validation batches, without autograd
+/// (so the same for every policy).
+fn evaluate(model: &Model, corpus: &Corpus, cfg: Config, seed: u64) -> (f64, f64) {
+    let mean = |bytes: &[u8]| {
+        // Its own stream, so evaluating draws nothing from the training batches.
+        let mut batches = Sampler::new(seed ^ 0x5eed_e7a1);
+        let n = eval_batches(cfg);
+        let sum: f64 = (0..n)
+            .map(|_| {
+                let (x, y) = batches.batch(bytes, cfg);
+                let loss = tch::no_grad(|| model.loss(&x, &y, ModelPolicy::None));
+                f64::try_from(&loss).expect("a scalar loss")
+            })
+            .sum();
+        sum / n as f64
+    };
+    (mean(&corpus.train), mean(&corpus.val))
+}
