@@ -97,6 +97,11 @@ fn parent(opts: &Options) -> Result<(), String> {
         Ok(s) => println!("{s}"),
         Err(s) => println!("NOT EQUAL: {s}"),
     }
+    let flat = table::memory_flat(&results);
+    match &flat {
+        Ok(s) => println!("{s}"),
+        Err(s) => println!("NOT FLAT: {s}"),
+    }
 
     for policy in [ModelPolicy::Selective, ModelPolicy::SaveMlp] {
         if policies.contains(&policy) {
@@ -123,7 +128,7 @@ fn parent(opts: &Options) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", table_path.display()))?;
     println!("\nplots: {}\n       {}", memory.display(), losses.display());
     println!("table: {}", table_path.display());
-    match agreement {
+    match agreement.and(flat) {
         Err(s) if opts.check => Err(format!("--check: {s}")),
         _ => Ok(()),
     }

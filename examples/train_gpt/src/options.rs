@@ -118,5 +118,6 @@ pub fn policy_name(policy: ModelPolicy) -> &'static str {
         ModelPolicy::Full => "full",
         ModelPolicy::Selective => "selective",
         ModelPolicy::SaveMlp => "save_mlp",
+        ModelPolicy::Auto => "auto",
     }
 }

@@ -25,6 +25,9 @@ pub struct RunResult {
     pub evals: Vec<(usize, f64, f64)>,
     /// The child's peak resident memory, bytes.
     pub peak_rss: Option<u64>,
+    /// The same after the first tenth of the steps: memory is flat when the
+    /// peak no longer grows after it.
+    pub early_peak_rss: Option<u64>,
 }
 
 impl RunResult {
@@ -60,6 +63,12 @@ impl<W: Write> Emit<W> {
         }
     }
 
+    pub fn early_peak_rss(&mut self, bytes: Option<u64>) {
+        if let Some(b) = bytes {
+            self.line(format_args!("early_peak_rss {b}"));
+        }
+    }
+
     fn line(&mut self, args: std::fmt::Arguments<'_>) {
         writeln!(self.0, "{args}").expect("the parent reads our stdout");
     }
@@ -76,6 +85,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
         step_ns: Vec::new(),
         evals: Vec::new(),
         peak_rss: None,
+        early_peak_rss: None,
     };
     for line in text.lines() {
         let bad = || format!("unexpected line from the training process: {line:?}");
@@ -106,6 +116,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
                 num("val")?.parse().map_err(|_| bad())?,
             )),
             "peak_rss" => r.peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),
+            "early_peak_rss" => r.early_peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),
             _ => return Err(bad()),
         }
     }

@@ -91,6 +91,39 @@ pub fn losses_agree(results: &[RunResult], steps: usize) -> Result<String, Strin
     ))
 }
 
+/// Growth of the peak resident memory after the first tenth of the steps
+/// that still counts as flat (allocator noise; a leak of the small model's
+/// graph would grow by about 1 MiB a step).
+const FLAT_TOLERANCE: u64 = 32 << 20;
+
+/// Whether every run's memory stayed flat: its peak after the first tenth
+/// of the steps is its peak at the end, within `FLAT_TOLERANCE`.
+pub fn memory_flat(results: &[RunResult]) -> Result<String, String> {
+    let mut growths = Vec::new();
+    for r in results {
+        let (Some(early), Some(end)) = (r.early_peak_rss, r.peak_rss) else {
+            return Ok("(no /proc: memory growth not measured)".into());
+        };
+        let growth = end.saturating_sub(early);
+        if growth > FLAT_TOLERANCE {
+            return Err(format!(
+                "{}: the peak resident memory grew by {} after the first tenth of the steps",
+                policy_name(r.policy),
+                human_bytes(growth as i64)
+            ));
+        }
+        growths.push(format!(
+            "{} +{}",
+            policy_name(r.policy),
+            human_bytes(growth as i64)
+        ));
+    }
+    Ok(format!(
+        "memory is flat: peak growth after the first tenth of the steps: {}",
+        growths.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,9 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
             let (train, val) = evaluate(&model, &corpus, cfg, opts.seed);
             emit.eval(step, train, val);
         }
+        if step == (opts.steps / 10).max(1) {
+            emit.early_peak_rss(peak_resident_bytes());
+        }
         bar.inc(1);
         bar.set_message(format!(
             "loss {loss:.4} | {:.1} steps/s | saved for backward {}",
@@ -81,8 +84,9 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
 }
 
 /// Bytes saved for backward at the forward→backward point, from remat's
-/// own report: every checkpoint's share and what autograd saved outside
-/// checkpoints (embeddings, head, loss and each checkpoint's input).
+/// own report: every checkpoint's share, the inputs checkpoints keep for
+/// replay, and what autograd saved outside checkpoints (embeddings, head,
+/// loss).
 fn saved_for_backward(
     model: &Model,
     x: &Tensor,
@@ -97,7 +101,7 @@ fn saved_for_backward(
         .iter()
         .map(|c| (c.checkpoint.clone(), c.bytes()))
         .collect();
-    let total = outside + report.checkpoint_bytes();
+    let total = outside + report.checkpoint_bytes() + report.input_bytes();
     // The gradients this leaves are zeroed before the first step.
     loss.backward();
     (total, outside, layers)
