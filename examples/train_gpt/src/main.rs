@@ -166,9 +166,7 @@ fn plan_report(
         .find(|r| r.policy == ModelPolicy::None)
         .map(protocol::RunResult::median_step_ns);
     println!(
-        "
-auto: {plan}auto: plan written to {}
-{}",
+        "\nauto: {plan}auto: plan written to {}\n{}",
         path.display(),
         budget::report(&numbers, auto.median_step_ns(), none, auto.saved_total)
     );
