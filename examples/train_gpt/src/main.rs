@@ -150,8 +150,8 @@ fn parent(opts: &Options) -> Result<(), String> {
 }
 
 /// Prints the planned run's plan (read back from `plan.json`) and its
-/// predicted against measured bytes and time; `Err` inside when the
-/// planner's prediction is not the measured count.
+/// predicted against measured bytes and time; `Err` inside when a
+/// predicted count (the planner's, or the table's) is not the measured one.
 fn plan_report(
     opts: &Options,
     auto: &protocol::RunResult,
@@ -170,13 +170,20 @@ fn plan_report(
         path.display(),
         budget::report(&numbers, auto.median_step_ns(), none, auto.saved_total)
     );
-    Ok(if numbers.predicted_kept == numbers.measured_kept {
-        Ok(())
-    } else {
+    let predicted_total = numbers.predicted_kept + numbers.predicted_inputs;
+    Ok(if numbers.predicted_kept != numbers.measured_kept {
         Err(format!(
             "the plan predicted {} bytes kept, the forward under it kept {}",
             numbers.predicted_kept, numbers.measured_kept
         ))
+    } else if predicted_total != auto.saved_total {
+        Err(format!(
+            "the plan predicted {predicted_total} bytes saved for backward with checkpoint \
+             inputs, the forward under it saved {}",
+            auto.saved_total
+        ))
+    } else {
+        Ok(())
     })
 }
 
