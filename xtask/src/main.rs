@@ -457,8 +457,9 @@ fn train_cargo() -> Command {
 }
 
 /// Builds the training example through the recipe, checks its formatting,
-/// clippy and unit tests, and trains a few steps under every policy, failing unless the
-/// losses of all policies are bitwise equal at every step.
+/// clippy and unit tests, and trains a few steps under every policy and under
+/// a plan for a memory budget, failing unless the losses of all runs are
+/// bitwise equal at every step and the plan's predicted bytes are measured.
 fn test_train_crate() -> Result<()> {
     let out = repo_root().join("target").join("train_gpt_smoke");
     let out = out.to_str().ok_or("the repository path is not UTF-8")?;
@@ -483,7 +484,8 @@ fn test_train_crate() -> Result<()> {
             vec!["test", "--release"],
         ),
         (
-            "the training example: a short run of every policy, losses bitwise equal",
+            "the training example: a short run of every policy and of a plan for a budget \
+             between full's and none's bytes, losses bitwise equal, the plan's bytes as predicted",
             vec![
                 "run",
                 "--release",
@@ -493,6 +495,8 @@ fn test_train_crate() -> Result<()> {
                 "small",
                 "--policy",
                 "all",
+                "--budget",
+                "600KiB",
                 "--steps",
                 "8",
                 "--threads",

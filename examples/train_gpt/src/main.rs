@@ -2,12 +2,15 @@
 //! byte corpus under each checkpointing policy, each in its own process, and
 //! reports per policy: final losses, median step time, bytes saved for
 //! backward and peak resident memory; then one block's memory report and
-//! two SVG plots.
+//! two SVG plots. With `--budget`, an `auto` run plans for the budget and
+//! trains under the plan; its plan and predicted-against-measured bytes and
+//! time follow the table.
 //!
 //! Invariant: the parent process never trains; each policy's numbers,
 //! peak memory included, come from a fresh child process of its own.
 
 mod block_report;
+mod budget;
 mod corpus;
 mod format;
 mod options;
@@ -69,16 +72,24 @@ fn parent(opts: &Options) -> Result<(), String> {
         corpus.val.len()
     );
     let policies = opts.policies();
+    if policies.contains(&ModelPolicy::Auto) {
+        opts.budget()?;
+    }
+    // The planned run first: a budget below the least possible fails
+    // before the other runs spend their time.
+    let mut order = policies.clone();
+    order.sort_by_key(|&p| p != ModelPolicy::Auto);
     let mut results = Vec::new();
-    for (i, &policy) in policies.iter().enumerate() {
+    for (i, &policy) in order.iter().enumerate() {
         eprintln!(
             "[{}/{}] {}: training in a process of its own",
             i + 1,
-            policies.len(),
+            order.len(),
             policy_name(policy)
         );
         results.push(run_child(opts, policy, threshold.as_deref())?);
     }
+    results.sort_by_key(|r| policies.iter().position(|&p| p == r.policy));
 
     let table = table::table(&results);
     let rss_note = format!(
@@ -92,6 +103,10 @@ fn parent(opts: &Options) -> Result<(), String> {
          (checkpoints plus saves outside them, checkpoint inputs included)\n{rss_note}",
         train::eval_batches(cfg)
     );
+    let planned = match results.iter().find(|r| r.policy == ModelPolicy::Auto) {
+        Some(r) => Some(plan_report(opts, r, &results)?),
+        None => None,
+    };
     let agreement = table::losses_agree(&results, opts.steps);
     match &agreement {
         Ok(s) => println!("{s}"),
@@ -128,10 +143,48 @@ fn parent(opts: &Options) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", table_path.display()))?;
     println!("\nplots: {}\n       {}", memory.display(), losses.display());
     println!("table: {}", table_path.display());
-    match agreement.and(flat) {
+    match agreement.and(flat).and(planned.unwrap_or(Ok(()))) {
         Err(s) if opts.check => Err(format!("--check: {s}")),
         _ => Ok(()),
     }
+}
+
+/// Prints the planned run's plan (read back from `plan.json`) and its
+/// predicted against measured bytes and time; `Err` inside when a
+/// predicted count (the planner's, or the table's) is not the measured one.
+fn plan_report(
+    opts: &Options,
+    auto: &protocol::RunResult,
+    results: &[protocol::RunResult],
+) -> Result<Result<(), String>, String> {
+    let path = opts.out.join("plan.json");
+    let plan = remat::Plan::load(&path)
+        .map_err(|e| format!("cannot read the plan back from {}: {e}", path.display()))?;
+    let numbers = auto.plan.ok_or("the auto run reported no plan numbers")?;
+    let none = results
+        .iter()
+        .find(|r| r.policy == ModelPolicy::None)
+        .map(protocol::RunResult::median_step_ns);
+    println!(
+        "\nauto: {plan}auto: plan written to {}\n{}",
+        path.display(),
+        budget::report(&numbers, auto.median_step_ns(), none, auto.saved_total)
+    );
+    let predicted_total = numbers.predicted_kept + numbers.predicted_inputs;
+    Ok(if numbers.predicted_kept != numbers.measured_kept {
+        Err(format!(
+            "the plan predicted {} bytes kept, the forward under it kept {}",
+            numbers.predicted_kept, numbers.measured_kept
+        ))
+    } else if predicted_total != auto.saved_total {
+        Err(format!(
+            "the plan predicted {predicted_total} bytes saved for backward with checkpoint \
+             inputs, the forward under it saved {}",
+            auto.saved_total
+        ))
+    } else {
+        Ok(())
+    })
 }
 
 /// Trains `policy` in a fresh process of this program and reads its report.

@@ -1,10 +1,11 @@
 //! The command line: which policies, which model size, how long, where to
-//! write the plots.
+//! write the plots, and the memory budget of the planned (`auto`) run.
 //!
 //! Invariant: a child process gets the same options as its parent, with one
 //! policy and `--child` (see `Options::child_args`).
 
 use clap::{Parser, ValueEnum};
+use remat::planner::parse_bytes;
 use remat_reference::model::{Config, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL};
 use std::path::PathBuf;
 
@@ -35,9 +36,19 @@ pub struct Options {
     /// Where the plots and the table go.
     #[arg(long, default_value = "train_gpt_out")]
     pub out: PathBuf,
-    /// Fail unless the loss curves of all policies are bitwise equal.
+    /// Fail unless the loss curves of all policies are bitwise equal (and,
+    /// with `--budget`, the plan's predicted bytes are the measured ones).
     #[arg(long)]
     pub check: bool,
+    /// Adds a run named `auto`: profile one step, plan for this many bytes
+    /// kept for backward (e.g. `60MiB`, `400KiB`, a number of bytes), train
+    /// under the plan. The plan goes to `<out>/plan.json`.
+    #[arg(long, value_parser = budget_bytes, value_name = "BYTES")]
+    pub budget: Option<i64>,
+    /// The budget bounds the predicted peak during backward (kept bytes plus
+    /// the largest replay's working set) instead of the kept bytes.
+    #[arg(long, requires = "budget")]
+    pub peak: bool,
     /// Train the one given policy in this process and print machine-readable
     /// results (used by the parent process).
     #[arg(long, hide = true)]
@@ -58,6 +69,9 @@ pub enum PolicyArg {
     SaveMlp,
     /// Each of the four, one process each.
     All,
+    /// Only the planned run (needs `--budget`): each block as the plan says.
+    #[value(alias = "plan")]
+    Auto,
 }
 
 /// The sizes of reference-model.md.
@@ -69,15 +83,28 @@ pub enum ConfigArg {
 }
 
 impl Options {
-    /// The policies to train, in table order.
+    /// The policies to train, in table order: `--budget` adds the planned
+    /// run (`ModelPolicy::Auto`) last.
     pub fn policies(&self) -> Vec<ModelPolicy> {
-        match self.policy {
+        let mut policies = match self.policy {
             PolicyArg::None => vec![ModelPolicy::None],
             PolicyArg::Full => vec![ModelPolicy::Full],
             PolicyArg::Selective => vec![ModelPolicy::Selective],
             PolicyArg::SaveMlp => vec![ModelPolicy::SaveMlp],
             PolicyArg::All => POLICIES.to_vec(),
+            PolicyArg::Auto => vec![],
+        };
+        if self.budget.is_some() || self.policy == PolicyArg::Auto {
+            policies.push(ModelPolicy::Auto);
         }
+        policies
+    }
+
+    /// The budget of the planned run; an error naming the fix without one.
+    pub fn budget(&self) -> Result<i64, String> {
+        self.budget.ok_or_else(|| {
+            "the `auto` run plans for a memory budget: give one with --budget (e.g. 60MiB)".into()
+        })
     }
 
     pub fn model_config(&self) -> Config {
@@ -98,7 +125,7 @@ impl Options {
 
     /// The arguments that make a child process train `policy` alone.
     pub fn child_args(&self, policy: ModelPolicy) -> Vec<String> {
-        vec![
+        let mut args = vec![
             "--child".into(),
             format!("--policy={}", policy_name(policy)),
             format!("--config={}", self.config_name()),
@@ -107,7 +134,27 @@ impl Options {
             format!("--seed={}", self.seed),
             format!("--lr={}", self.lr),
             format!("--out={}", self.out.display()),
-        ]
+        ];
+        // Only the planned run plans: with a budget, another child would
+        // also train `auto`.
+        if policy == ModelPolicy::Auto {
+            if let Some(bytes) = self.budget {
+                args.push(format!("--budget={bytes}"));
+            }
+            if self.peak {
+                args.push("--peak".into());
+            }
+        }
+        args
+    }
+}
+
+/// `--budget`'s value, read as the planner reads sizes.
+fn budget_bytes(text: &str) -> Result<i64, String> {
+    match parse_bytes(text) {
+        Ok(bytes) if bytes > 0 => Ok(bytes),
+        Ok(_) => Err("a budget must be more than 0 bytes".into()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -119,5 +166,56 @@ pub fn policy_name(policy: ModelPolicy) -> &'static str {
         ModelPolicy::Selective => "selective",
         ModelPolicy::SaveMlp => "save_mlp",
         ModelPolicy::Auto => "auto",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        Options::try_parse_from(std::iter::once("train_gpt").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn a_budget_adds_the_planned_run_last_and_reaches_the_child() {
+        let opts = parse(&["--budget", "60MiB", "--peak"]).unwrap();
+        assert_eq!(opts.budget, Some(60 << 20));
+        let mut expected = POLICIES.to_vec();
+        expected.push(ModelPolicy::Auto);
+        assert_eq!(opts.policies(), expected);
+        let child = Options::try_parse_from(
+            std::iter::once("train_gpt".to_string()).chain(opts.child_args(ModelPolicy::Auto)),
+        )
+        .unwrap();
+        assert_eq!(child.policies(), [ModelPolicy::Auto]);
+        assert_eq!(child.budget, Some(60 << 20));
+        assert!(child.peak);
+        let none = Options::try_parse_from(
+            std::iter::once("train_gpt".to_string()).chain(opts.child_args(ModelPolicy::None)),
+        )
+        .unwrap();
+        assert_eq!(none.policies(), [ModelPolicy::None]);
+    }
+
+    #[test]
+    fn the_planned_run_alone_needs_a_budget() {
+        let opts = parse(&["--policy", "plan"]).unwrap();
+        assert_eq!(opts.policies(), [ModelPolicy::Auto]);
+        assert!(opts.budget().unwrap_err().contains("--budget"));
+        assert_eq!(
+            parse(&["--policy", "none", "--budget", "400KiB"])
+                .unwrap()
+                .policies(),
+            [ModelPolicy::None, ModelPolicy::Auto]
+        );
+    }
+
+    #[test]
+    fn a_budget_that_is_not_a_size_is_refused_with_the_planners_words() {
+        let err = parse(&["--budget", "lots"]).unwrap_err().to_string();
+        assert!(err.contains("is not a size"), "{err}");
+        assert!(parse(&["--budget", "0"]).is_err());
+        assert!(parse(&["--peak"]).is_err(), "--peak without --budget");
     }
 }

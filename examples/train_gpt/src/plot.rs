@@ -32,7 +32,8 @@ fn policy_color(i: usize) -> RGBColor {
         RGBColor(40, 120, 190),
         RGBColor(60, 160, 70),
         RGBColor(20, 20, 20),
-    ][i % 4]
+        RGBColor(150, 70, 170),
+    ][i % 5]
 }
 
 /// Bytes saved for backward per policy, stacked by layer, and the median

@@ -28,6 +28,26 @@ pub struct RunResult {
     /// The same after the first tenth of the steps: memory is flat when the
     /// peak no longer grows after it.
     pub early_peak_rss: Option<u64>,
+    /// The planned run's prediction and what it measured (`auto` only).
+    pub plan: Option<PlanNumbers>,
+}
+
+/// What the planned run predicted from its profile and measured on the
+/// first batch under the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanNumbers {
+    /// `plan.predicted.kept_bytes`: the planner's count (checkpoints' saves
+    /// plus saves outside them, checkpoint inputs not included).
+    pub predicted_kept: i64,
+    /// Inputs the plan's checkpointed blocks keep for replay, by the
+    /// profile (the table's count adds them).
+    pub predicted_inputs: i64,
+    /// `plan.predicted.peak_bytes`.
+    pub predicted_peak: i64,
+    /// `plan.predicted.replay_ns`.
+    pub replay_ns: u64,
+    /// `measure_kept_bytes` of the first batch's forward under the plan.
+    pub measured_kept: i64,
 }
 
 impl RunResult {
@@ -47,6 +67,13 @@ impl<W: Write> Emit<W> {
         for (name, bytes) in layers {
             self.line(format_args!("layer {name} {bytes}"));
         }
+    }
+
+    pub fn plan(&mut self, p: &PlanNumbers) {
+        self.line(format_args!(
+            "plan {} {} {} {} {}",
+            p.predicted_kept, p.predicted_inputs, p.predicted_peak, p.replay_ns, p.measured_kept
+        ));
     }
 
     pub fn step(&mut self, loss: f64, ns: u64) {
@@ -86,6 +113,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
         evals: Vec::new(),
         peak_rss: None,
         early_peak_rss: None,
+        plan: None,
     };
     for line in text.lines() {
         let bad = || format!("unexpected line from the training process: {line:?}");
@@ -105,6 +133,15 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
                 let name = num("name")?;
                 r.saved_layers
                     .push((name, num("bytes")?.parse().map_err(|_| bad())?));
+            }
+            "plan" => {
+                r.plan = Some(PlanNumbers {
+                    predicted_kept: num("kept")?.parse().map_err(|_| bad())?,
+                    predicted_inputs: num("inputs")?.parse().map_err(|_| bad())?,
+                    predicted_peak: num("peak")?.parse().map_err(|_| bad())?,
+                    replay_ns: num("replay")?.parse().map_err(|_| bad())?,
+                    measured_kept: num("measured")?.parse().map_err(|_| bad())?,
+                })
             }
             "step" => {
                 r.step_loss.push(num("loss")?.parse().map_err(|_| bad())?);

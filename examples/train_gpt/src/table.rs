@@ -168,6 +168,22 @@ mod tests {
     }
 
     #[test]
+    fn the_planned_runs_numbers_come_through_the_protocol() {
+        let plan = crate::protocol::PlanNumbers {
+            predicted_kept: 1000,
+            predicted_inputs: 24,
+            predicted_peak: 3000,
+            replay_ns: 5,
+            measured_kept: 1000,
+        };
+        let mut out = Vec::new();
+        Emit(&mut out).plan(&plan);
+        let r = parse(ModelPolicy::Auto, &String::from_utf8(out).unwrap()).unwrap();
+        assert_eq!(r.plan, Some(plan));
+        assert!(table(&[r]).contains("\nauto "));
+    }
+
+    #[test]
     fn a_run_with_missing_steps_does_not_agree() {
         let runs = [run(ModelPolicy::None, &[1.0, 2.0])];
         assert_eq!(

@@ -1,11 +1,15 @@
 //! One policy's training run, in its own process: what the forward saves
 //! for backward, then AdamW steps with a progress bar, periodic evaluation
 //! on fixed batches, and the process's peak resident memory at the end.
+//! The planned run (`auto`) first profiles one step and plans for the
+//! budget (`budget.rs`), then runs every forward under the plan.
 //!
 //! Invariant: the only thing that differs between policies is the policy
-//! passed to `Model::loss`; parameters, batches and evaluation are the same,
-//! so the losses must be too.
+//! passed to `Model::loss` (and, for `auto`, the plan active around it);
+//! parameters, batches and evaluation are the same, so the losses must be
+//! too.
 
+use crate::budget;
 use crate::corpus::{Corpus, Sampler};
 use crate::format::human_bytes;
 use crate::options::{policy_name, Options};
@@ -42,8 +46,20 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     let mut batches = Sampler::new(opts.seed);
 
     let (x, y) = batches.clone().batch(&corpus.train, cfg);
-    let saved = saved_for_backward(&model, &x, &y, policy);
+    let plan = match policy {
+        ModelPolicy::Auto => Some(budget::plan(opts, &model, &x, &y)?),
+        _ => None,
+    };
+    // The forward of every step: under the plan, if there is one.
+    let forward = |x: &Tensor, y: &Tensor| match &plan {
+        Some(planned) => planned.plan.scope(|| model.loss(x, y, policy)),
+        None => model.loss(x, y, policy),
+    };
+    let saved = saved_for_backward(|| forward(&x, &y));
     emit.saved(saved.0, saved.1, &saved.2);
+    if let Some(planned) = &plan {
+        emit.plan(&planned.measure(|| forward(&x, &y)));
+    }
 
     let bar = ProgressBar::new(opts.steps as u64);
     bar.set_style(
@@ -57,7 +73,7 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     for step in 1..=opts.steps {
         let (x, y) = batches.batch(&corpus.train, cfg);
         let t0 = Instant::now();
-        let loss = model.loss(&x, &y, policy);
+        let loss = forward(&x, &y);
         opt.zero_grad();
         loss.backward();
         opt.step();
@@ -87,13 +103,8 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
 /// own report: every checkpoint's share, the inputs checkpoints keep for
 /// replay, and what autograd saved outside checkpoints (embeddings, head,
 /// loss).
-fn saved_for_backward(
-    model: &Model,
-    x: &Tensor,
-    y: &Tensor,
-    policy: ModelPolicy,
-) -> (i64, i64, Vec<(String, i64)>) {
-    let (loss, outside) = track_saved_tensors(|| model.loss(x, y, policy));
+fn saved_for_backward(forward: impl FnOnce() -> Tensor) -> (i64, i64, Vec<(String, i64)>) {
+    let (loss, outside) = track_saved_tensors(forward);
     let report = saved_tensors_report(Some(&outside));
     let outside = report.outside_bytes().unwrap_or(0);
     let layers: Vec<(String, i64)> = report
