@@ -3,25 +3,21 @@
 //! plan and write it to `<out>/plan.json`; then measure, on the same batch
 //! under the plan, the bytes the planner predicted.
 //!
-//! Invariant: the planner's count (`measure_kept_bytes`: checkpoints' saves
-//! plus saves outside them) is what the budget bounds and what `predicted`
-//! is compared with; the table's count adds the inputs checkpoints keep for
-//! replay, predicted here from the profile (`LayerKind::input_bytes` of each
-//! block the plan checkpoints).
+//! Invariant: the planner's count (`measure_kept_bytes`: checkpoints' saves,
+//! the inputs they keep for replay, saves outside them) is what the budget
+//! bounds, what `predicted` is compared with, and the table's count.
 
 use crate::format::{human_bytes, human_ms};
 use crate::options::Options;
 use crate::protocol::PlanNumbers;
-use remat::planner::{self, measure_kept_bytes, Plan, Profile};
+use remat::planner::{self, measure_kept_bytes, Plan};
 use remat_reference::model::{Model, ModelPolicy};
 use std::time::Instant;
 use tch::Tensor;
 
-/// A plan with what the table's count adds to its prediction.
+/// A plan for the run.
 pub struct Planned {
     pub plan: Plan,
-    /// Inputs kept for replay by the blocks the plan checkpoints, bytes.
-    pub predicted_inputs: i64,
 }
 
 /// Profiles one step on `(x, y)`, plans for `opts`' budget (the planner's
@@ -48,11 +44,7 @@ pub fn plan(opts: &Options, model: &Model, x: &Tensor, y: &Tensor) -> Result<Pla
         profiled.as_secs_f64(),
         path.display()
     );
-    let predicted_inputs = checkpoint_inputs(&profile, &plan);
-    Ok(Planned {
-        plan,
-        predicted_inputs,
-    })
+    Ok(Planned { plan })
 }
 
 impl Planned {
@@ -64,22 +56,11 @@ impl Planned {
         loss.backward();
         PlanNumbers {
             predicted_kept: self.plan.predicted.kept_bytes,
-            predicted_inputs: self.predicted_inputs,
             predicted_peak: self.plan.predicted.peak_bytes,
             replay_ns: self.plan.predicted.replay_ns,
             measured_kept,
         }
     }
-}
-
-/// Bytes of the inputs the plan's checkpointed blocks keep for replay.
-fn checkpoint_inputs(profile: &Profile, plan: &Plan) -> i64 {
-    plan.layers
-        .iter()
-        .filter(|l| l.choice.checkpointed)
-        .filter_map(|l| profile.kind_of(&l.name))
-        .map(|k| k.input_bytes)
-        .sum()
 }
 
 /// The parent's lines on the planned run: predicted against measured bytes
@@ -92,24 +73,15 @@ pub fn report(
     measured_total: i64,
 ) -> String {
     let verdict = |a: i64, b: i64| if a == b { "equal" } else { "DIFFERENT" };
-    let predicted_total = p.predicted_kept + p.predicted_inputs;
-    let measured_inputs = measured_total - p.measured_kept;
     let mut s = format!(
-        "auto: bytes saved for backward after the first batch's forward, predicted vs measured:\n\
-         \x20 the planner's count (what the budget bounds)  {:>10} {:>10}  {}\n\
-         \x20 + inputs checkpoints keep for replay          {:>10} {:>10}  {}\n\
-         \x20 = the table's count                           {:>10} {:>10}  {}\n\
-         \x20 (the planner's count leaves out checkpoint inputs; the table counts them, as for every row)\n\
+        "auto: bytes saved for backward after the first batch's forward (what the budget \
+         bounds, the table's count): predicted {}, measured {} ({}), in the table {} ({})\n\
          auto: predicted peak during backward {}; replay predicted {} a step",
         human_bytes(p.predicted_kept),
         human_bytes(p.measured_kept),
         verdict(p.predicted_kept, p.measured_kept),
-        human_bytes(p.predicted_inputs),
-        human_bytes(measured_inputs),
-        verdict(p.predicted_inputs, measured_inputs),
-        human_bytes(predicted_total),
         human_bytes(measured_total),
-        verdict(predicted_total, measured_total),
+        verdict(p.predicted_kept, measured_total),
         human_bytes(p.predicted_peak),
         human_ms(p.replay_ns),
     );
@@ -140,7 +112,6 @@ mod tests {
     fn numbers(measured_kept: i64) -> PlanNumbers {
         PlanNumbers {
             predicted_kept: 3 << 20,
-            predicted_inputs: 1 << 20,
             predicted_peak: 5 << 20,
             replay_ns: 2_000_000,
             measured_kept,
@@ -148,12 +119,15 @@ mod tests {
     }
 
     #[test]
-    fn the_report_sets_both_counts_side_by_side() {
-        let s = report(&numbers(3 << 20), 12_000_000, Some(10_000_000), 4 << 20);
-        let kept = s.lines().nth(1).unwrap();
-        assert!(kept.contains("3.00 MiB   3.00 MiB  equal"), "{s}");
-        let table = s.lines().nth(3).unwrap();
-        assert!(table.contains("4.00 MiB   4.00 MiB  equal"), "{s}");
+    fn the_report_sets_prediction_and_measures_side_by_side() {
+        let s = report(&numbers(3 << 20), 12_000_000, Some(10_000_000), 3 << 20);
+        let bytes = s.lines().next().unwrap();
+        assert!(
+            bytes.contains(
+                "predicted 3.00 MiB, measured 3.00 MiB (equal), in the table 3.00 MiB (equal)"
+            ),
+            "{s}"
+        );
         assert!(
             s.contains("replay predicted 2.00 ms a step, measured +2.00 ms"),
             "{s}"
@@ -162,9 +136,12 @@ mod tests {
 
     #[test]
     fn a_wrong_prediction_is_named() {
-        let s = report(&numbers((3 << 20) + 4), 12_000_000, None, (4 << 20) + 4);
-        assert!(s.lines().nth(1).unwrap().ends_with("DIFFERENT"), "{s}");
-        assert!(s.lines().nth(2).unwrap().ends_with("equal"), "{s}");
+        let s = report(&numbers((3 << 20) + 4), 12_000_000, None, 3 << 20);
+        let bytes = s.lines().next().unwrap();
+        assert!(
+            bytes.contains("(DIFFERENT), in the table 3.00 MiB (equal)"),
+            "{s}"
+        );
         assert!(s.contains("train `none` too"), "{s}");
     }
 }

@@ -36,12 +36,9 @@ pub struct RunResult {
 /// first batch under the plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanNumbers {
-    /// `plan.predicted.kept_bytes`: the planner's count (checkpoints' saves
-    /// plus saves outside them, checkpoint inputs not included).
+    /// `plan.predicted.kept_bytes`: the planner's count, the table's count
+    /// (checkpoints' saves, the inputs they keep, saves outside them).
     pub predicted_kept: i64,
-    /// Inputs the plan's checkpointed blocks keep for replay, by the
-    /// profile (the table's count adds them).
-    pub predicted_inputs: i64,
     /// `plan.predicted.peak_bytes`.
     pub predicted_peak: i64,
     /// `plan.predicted.replay_ns`.
@@ -71,8 +68,8 @@ impl<W: Write> Emit<W> {
 
     pub fn plan(&mut self, p: &PlanNumbers) {
         self.line(format_args!(
-            "plan {} {} {} {} {}",
-            p.predicted_kept, p.predicted_inputs, p.predicted_peak, p.replay_ns, p.measured_kept
+            "plan {} {} {} {}",
+            p.predicted_kept, p.predicted_peak, p.replay_ns, p.measured_kept
         ));
     }
 
@@ -137,7 +134,6 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
             "plan" => {
                 r.plan = Some(PlanNumbers {
                     predicted_kept: num("kept")?.parse().map_err(|_| bad())?,
-                    predicted_inputs: num("inputs")?.parse().map_err(|_| bad())?,
                     predicted_peak: num("peak")?.parse().map_err(|_| bad())?,
                     replay_ns: num("replay")?.parse().map_err(|_| bad())?,
                     measured_kept: num("measured")?.parse().map_err(|_| bad())?,

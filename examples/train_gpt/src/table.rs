@@ -171,7 +171,6 @@ mod tests {
     fn the_planned_runs_numbers_come_through_the_protocol() {
         let plan = crate::protocol::PlanNumbers {
             predicted_kept: 1000,
-            predicted_inputs: 24,
             predicted_peak: 3000,
             replay_ns: 5,
             measured_kept: 1000,

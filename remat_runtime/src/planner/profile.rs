@@ -180,8 +180,10 @@ impl fmt::Display for Profile {
 
 /// Runs `forward` (it returns the loss; a graph built and not yet
 /// backpropagated) and returns the loss with the bytes kept for backward:
-/// the whole-model report's total, each storage once (see
-/// [`saved_tensors_report`]). This is the measure the planner predicts.
+/// the whole-model report's total (what checkpoints keep, the inputs they
+/// keep for replay, and what autograd saved outside them), each storage
+/// once (see [`saved_tensors_report`]). This is the measure the planner
+/// predicts and a budget bounds.
 ///
 /// The report sees every live checkpoint of the process: measure with no
 /// other graph alive (no other thread running a model).
@@ -196,7 +198,8 @@ impl fmt::Display for Profile {
 pub fn measure_kept_bytes(forward: impl FnOnce() -> Tensor) -> (Tensor, i64) {
     let (loss, outside) = track_saved_tensors(forward);
     let report = saved_tensors_report(Some(&outside));
-    let bytes = report.checkpoint_bytes() + report.outside_bytes().unwrap_or(0);
+    let bytes =
+        report.checkpoint_bytes() + report.input_bytes() + report.outside_bytes().unwrap_or(0);
     (loss, bytes)
 }
 
