@@ -383,6 +383,10 @@ fn bits(t: &Tensor) -> Vec<u32> {
 /// The property: bitwise-equal loss and gradients, and no checkpoint state
 /// left once the graph is gone (after backward, and when dropped without).
 pub fn check(p: &Program) -> Result<(), String> {
+    // The count of live checkpoints is process-wide: one program at a time
+    // (the regression tests run on other test threads).
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = live_checkpoints();
     let plain = gradients(p, false).map_err(|e| format!("plain autograd failed: {e}"))?;
     let remat = gradients(p, true).map_err(|e| format!("with remat: {e}"))?;
