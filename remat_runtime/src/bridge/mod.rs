@@ -14,8 +14,9 @@ mod placeholder;
 mod storage;
 
 pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload};
-pub(crate) use node::{attach_node, grad_fn_saved, NodeBackward, SavedAccess};
+pub(crate) use node::{attach_node, grad_fn_saved, served_value, NodeBackward, SavedAccess};
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
+pub(crate) use storage::detached_alias;
 pub use storage::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_leaf, rng_state,
     set_grad_enabled, set_rng_state, storage_key, storage_nbytes, storage_offset, tensor_version,
