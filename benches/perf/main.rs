@@ -42,6 +42,8 @@ pub struct Plan {
     /// Chain runs per variant and round (their median is the round's value).
     pub chain_reps: usize,
     pub deep_steps: usize,
+    /// The config of the memory children (`deep`; `medium` in a quick run).
+    pub memory_config: &'static str,
 }
 
 const FULL: Plan = Plan {
@@ -49,6 +51,7 @@ const FULL: Plan = Plan {
     chain_rounds: 15,
     chain_reps: 9,
     deep_steps: 5,
+    memory_config: "deep",
 };
 
 const QUICK: Plan = Plan {
@@ -56,6 +59,7 @@ const QUICK: Plan = Plan {
     chain_rounds: 3,
     chain_reps: 3,
     deep_steps: 1,
+    memory_config: "medium",
 };
 
 fn main() {
@@ -220,34 +224,45 @@ fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
+    // The memory children: remat under each policy, two at a time (each is
+    // single-threaded; resident sizes do not depend on timing).
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    for p in POLICIES {
-        let name = rust_side::policy_name(p);
-        for imp in IMPLS {
-            if p == ModelPolicy::None && imp == "torch_remat" {
-                continue;
-            }
-            eprintln!(
-                "bench: memory child {imp} {name} ({:.0} s so far)",
-                started.elapsed().as_secs_f64()
-            );
-            let value = if imp == "remat" {
-                let out = Command::new(&exe)
-                    .args(["rss", name, "deep", &plan.deep_steps.to_string()])
+    for pair in POLICIES.chunks(2) {
+        eprintln!(
+            "bench: memory children {:?} ({:.0} s so far)",
+            pair.iter()
+                .map(|p| rust_side::policy_name(*p))
+                .collect::<Vec<_>>(),
+            started.elapsed().as_secs_f64()
+        );
+        let children: Vec<_> = pair
+            .iter()
+            .map(|p| {
+                let name = rust_side::policy_name(*p);
+                Command::new(&exe)
+                    .args([
+                        "rss",
+                        name,
+                        plan.memory_config,
+                        &plan.deep_steps.to_string(),
+                    ])
                     .env("MALLOC_MMAP_THRESHOLD_", "65536")
-                    .output()
-                    .map_err(|e| e.to_string())?;
-                if !out.status.success() {
-                    return Err(format!("memory child {name} failed ({})", out.status));
-                }
-                let text = String::from_utf8_lossy(&out.stdout);
-                serde_json::from_str(text.lines().last().unwrap_or(""))
-                    .map_err(|e| format!("memory child answered {text:?}: {e}"))?
-            } else {
-                opts.peers.rss(imp, name, "deep", plan.deep_steps)?
-            };
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .map(|c| (name, c))
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<_, _>>()?;
+        for (name, child) in children {
+            let out = child.wait_with_output().map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(format!("memory child {name} failed ({})", out.status));
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            let value: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or(""))
+                .map_err(|e| format!("memory child answered {text:?}: {e}"))?;
             results.rss(
-                imp,
+                "remat",
                 name,
                 python::num(&value, "hwm")? as i64,
                 python::num(&value, "forward_growth")? as i64,

@@ -37,33 +37,6 @@ impl Peers {
             stdout,
         })
     }
-
-    /// Runs `peers.py rss ...` in a fresh process; its JSON answer.
-    pub fn rss(
-        &self,
-        imp: &str,
-        policy: &str,
-        config: &str,
-        steps: usize,
-    ) -> Result<Value, String> {
-        let out = Command::new(&self.python)
-            .arg(&self.script)
-            .args(["rss", imp, policy, config, &steps.to_string()])
-            .env("MALLOC_MMAP_THRESHOLD_", "65536")
-            .env("PYTHONWARNINGS", "ignore")
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("cannot start {}: {e}", self.python.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "peers.py rss {imp} {policy} failed ({})",
-                out.status
-            ));
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        let last = text.lines().last().unwrap_or("");
-        serde_json::from_str(last).map_err(|e| format!("peers.py rss answered {last:?}: {e}"))
-    }
 }
 
 impl Worker {

@@ -285,43 +285,48 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          `torch.autograd.graph.saved_tensors_hooks` pack hook sees (saves outside checkpoints \
          and the checkpoints' inputs) plus the storages in the SAC caches. Parameters (leaves \
          that require grad) are not counted anywhere.\n\n\
-         **Peak resident memory**: a fresh process per row runs {} step(s) of the `deep` \
-         config (D=256, L=32) and reports `VmHWM` from /proc/self/status; \
-         \"forward growth\" is how much `VmRSS` grew over the first forward, an independent \
-         measure of what the forward leaves for backward. Both children run with \
-         `MALLOC_MMAP_THRESHOLD_=65536`, so that every tensor of 64 KiB or more is its own \
-         mapping and is returned to the system when freed (glibc keeps smaller freed memory); \
-         resident sizes, not live bytes, are what is counted.\n",
-        p.deep_steps
+         **Peak resident memory** (remat): a fresh process per policy runs {} step(s) of the \
+         `{}` config (`deep`: D=256, L=32) and reports `VmHWM` from /proc/self/status; \
+         \"forward growth\" is how much `VmRSS` grew over the first forward, a measure of \
+         what the forward leaves for backward that does not rely on remat's records. The \
+         children run with `MALLOC_MMAP_THRESHOLD_=65536`, so that every tensor of 64 KiB or \
+         more is its own mapping and goes back to the system when freed (glibc keeps smaller \
+         freed memory); what is counted is resident size, not live bytes. Two children run at \
+         a time. The Python peers are compared on bytes only: a deep child takes minutes \
+         per process on this machine and would double the run.\n",
+        p.deep_steps, p.memory_config
     );
     let _ = writeln!(
         o,
-        "| policy | remat bytes | torch_remat bytes | torch.utils.checkpoint bytes | remat peak RSS | torch_remat peak RSS | torch.utils.checkpoint peak RSS | remat forward growth | torch_remat forward growth | torch.utils.checkpoint forward growth |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| policy | remat bytes | torch_remat bytes | torch.utils.checkpoint bytes | remat ÷ torch_remat | remat ÷ torch.utils.checkpoint | remat peak RSS | remat forward growth |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for policy in POLICY_NAMES {
-        let peer_imp = |imp: &str| {
-            if policy == "none" && imp == "torch_remat" {
-                "torch".to_string()
+        let get = |imp: &str| {
+            let imp = if policy == "none" && imp == "torch_remat" {
+                "torch"
             } else {
-                imp.to_string()
-            }
+                imp
+            };
+            r.bytes.get(&(imp.to_string(), policy.to_string())).copied()
         };
         let mut row = format!("| `{policy}` ");
         for imp in IMPLS {
-            let b = r.bytes.get(&(peer_imp(imp), policy.to_string()));
-            let _ = write!(row, "| {} ", b.map_or("–".into(), |b| mib(*b)));
+            let _ = write!(row, "| {} ", get(imp).map_or("–".into(), mib));
         }
-        for pick in [0, 1] {
-            for imp in IMPLS {
-                let v = r.rss.get(&(peer_imp(imp), policy.to_string()));
-                let _ = write!(
-                    row,
-                    "| {} ",
-                    v.map_or("–".into(), |v| mib(if pick == 0 { v.0 } else { v.1 }))
-                );
-            }
+        for peer in ["torch_remat", "torch"] {
+            let _ = match (get("remat"), get(peer)) {
+                (Some(a), Some(b)) if b > 0 => write!(row, "| {:.3} ", a as f64 / b as f64),
+                _ => write!(row, "| – "),
+            };
         }
+        let v = r.rss.get(&("remat".to_string(), policy.to_string()));
+        let _ = write!(
+            row,
+            "| {} | {} ",
+            v.map_or("–".into(), |v| mib(v.0)),
+            v.map_or("–".into(), |v| mib(v.1))
+        );
         let _ = writeln!(o, "{row}|");
     }
 
