@@ -10,8 +10,10 @@ Two ways to run it:
 - `peers.py worker`: a long-lived process that answers one JSON command per
   line on stdin with one JSON line on stdout, so that the Rust bench can
   interleave Python and Rust variants round by round;
-- `peers.py rss <impl> <policy> <config> <steps>`: one child per measurement
-  of resident memory (run with MALLOC_MMAP_THRESHOLD_=65536 by the bench).
+- `peers.py rss <impl> <policy> <config> <steps>`: peak resident memory of
+  one process (run it with MALLOC_MMAP_THRESHOLD_=65536, as the bench runs its
+  Rust memory children). The bench does not run it (a `deep` child takes
+  minutes per process on a 2-core machine); it is here for a manual check.
 
 Only the benchmark uses this file; `cargo xtask demo` and `test` never do.
 """
@@ -351,12 +353,18 @@ def worker_main():
             return
 
 
+def _version(package):
+    import importlib.metadata
+
+    return importlib.metadata.version(package)
+
+
 def handle(cmd, models):
     kind = cmd["cmd"]
     if kind == "hello":
         return {
             "torch": torch.__version__,
-            "torch_remat": getattr(remat, "__version__", None) if remat else None,
+            "torch_remat": _version("torch_remat") if remat else None,
             "python": sys.version.split()[0],
             "threads": torch.get_num_threads(),
         }

@@ -284,7 +284,9 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          total); for `torch.utils.checkpoint` and the eager model, the unique storages that a \
          `torch.autograd.graph.saved_tensors_hooks` pack hook sees (saves outside checkpoints \
          and the checkpoints' inputs) plus the storages in the SAC caches. Parameters (leaves \
-         that require grad) are not counted anywhere.\n\n\
+         that require grad) are not counted anywhere. torch_remat's report does not count \
+         the checkpoints' inputs (the block inputs, 2 MiB each here), which remat's and the \
+         hook count do: that is the difference between the first two columns.\n\n\
          **Peak resident memory** (remat): a fresh process per policy runs {} step(s) of the \
          `{}` config (`deep`: D=256, L=32) and reports `VmHWM` from /proc/self/status; \
          \"forward growth\" is how much `VmRSS` grew over the first forward, a measure of \

@@ -140,7 +140,7 @@ impl HookPair for SaveHooks {
 /// Runs a `Save` region on the forward.
 pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     state: &Arc<CheckpointState>,
-    name: &Cow<'static, str>,
+    name: Cow<'static, str>,
     location: &'static Location<'static>,
     inputs: I,
     body: impl FnOnce(I) -> O,
@@ -168,7 +168,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     });
     {
         let mut inner = lock(&state.inner);
-        inner.records.insert(name.clone(), record.clone());
+        inner.records.insert(name, record.clone());
         inner.order.push(record.clone());
     }
     let out = {
