@@ -133,6 +133,18 @@ struct RustNode final : public Node {
   std::vector<SavedVariable> saved_;
 };
 
+// The grad_fn of a value served on replay: it only gives the value the
+// autograd identity (non-leaf, requires grad) its forward counterpart had,
+// inside a replay graph that is thrown away, so it must never run. Made in
+// C++ because replay makes one per served value.
+struct ServedNode final : public Node {
+  std::string name() const override { return "ServedOnReplay"; }
+  variable_list apply(variable_list&& /*grads*/) override {
+    throw std::runtime_error(
+        "remat internal error: a value served on replay was backpropagated");
+  }
+};
+
 // ---------------------------------------------------------------------------
 // Default saved-tensor hooks served from a per-thread stack of Rust pairs.
 
@@ -351,6 +363,19 @@ remat_err remat_grad_fn_saved(const remat_tensor* tensor, size_t i,
                 "the tensor's grad_fn is not a remat custom function");
     *out = new at::Tensor(node->unpack_saved(i));
   });
+}
+
+remat_err remat_served_value(const remat_tensor* t, remat_tensor** out) {
+  return guard([&] {
+    at::Tensor data = t->tensor_data();
+    auto node = c10::make_intrusive<ServedNode>();
+    auto nr = node->add_input_metadata(data);
+    *out = new at::Tensor(torch::autograd::make_variable(data, Edge(node, nr)));
+  });
+}
+
+remat_err remat_detached_alias(const remat_tensor* t, remat_tensor** out) {
+  return guard([&] { *out = new at::Tensor(t->tensor_data()); });
 }
 
 remat_err remat_hooks_push(void* hooks) {

@@ -80,6 +80,14 @@ remat_err remat_node_saved(void* node, size_t i, remat_tensor** out);
 remat_err remat_grad_fn_saved(const remat_tensor* tensor, size_t i,
                               remat_tensor** out);
 
+// A non-leaf tensor that requires grad, with `t`'s data, metadata and a fresh
+// version counter, whose grad_fn fails if it is ever run (a value served on
+// replay).
+remat_err remat_served_value(const remat_tensor* t, remat_tensor** out);
+// `t` without autograd history, sharing its storage and version counter
+// (a detach that does not go through the dispatcher).
+remat_err remat_detached_alias(const remat_tensor* t, remat_tensor** out);
+
 // --- saved-tensor hooks --------------------------------------------------------
 
 // Pushes a hook pair (NULL: a level with no hooks) on this thread's stack.

@@ -213,3 +213,38 @@ fn memory_report_snapshots_of_the_reference_block() {
         y.sum(Kind::Float).backward();
     }
 }
+
+/// A `Save` region packs its saves through the checkpoint's own hook when
+/// that hook is on top; under a tracker pushed inside the checkpoint it must
+/// still keep them itself (as when every region pushed its own hook level).
+#[test]
+fn a_save_region_under_a_tracker_pushed_inside_the_checkpoint_keeps_its_saves() {
+    let x = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let tracked = Arc::new(Mutex::new(None));
+    let t = tracked.clone();
+    let (y, report) = report_of(&x, move |x| {
+        let h = x.tanh();
+        // `exp` saves its result: a kept save of the region.
+        let (e, outside) =
+            remat::track_saved_tensors(|| region("exp", Policy::Save).call(&h, |h| h.exp()));
+        if !remat::is_recomputing() {
+            *t.lock().unwrap() = remat::saved_tensors_report(Some(&outside)).outside_bytes();
+        }
+        recompute_needs_tensor(&e);
+        e.sum(Kind::Float)
+    });
+    assert_eq!(
+        *tracked.lock().unwrap(),
+        Some(0),
+        "the region's saves went to the tracker: {report}"
+    );
+    let exp = &report.regions[0];
+    assert!(
+        exp.storages()
+            .any(|s| s.names.iter().any(|n| n.starts_with("saved."))),
+        "{report}"
+    );
+    y.backward();
+    let expected = x.tanh().exp() * (x.tanh().square().neg() + 1.0);
+    assert!(x.grad().allclose(&expected, 1e-6, 1e-6, false));
+}

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | env | test | demo`.
+//! Project tasks: `cargo xtask setup | env | test | demo | bench | soak | leaks`.
 //!
 //! `setup` installs libtorch (the PyPI wheel `torch==2.13.0`) into a per-user
 //! cache shared by every clone and links it as `.libtorch` in the repository,
@@ -6,7 +6,9 @@
 //! `.cargo/config.toml` a crate of yours needs (the README's recipe). `test`
 //! and `demo` run `setup` first, so both work from a fresh clone; both build
 //! the training example `examples/train_gpt`, a crate of its own that follows
-//! the recipe.
+//! the recipe. `bench` (see `bench()`) also installs the Python peer
+//! `torch_remat` into the same venv, and only it does. `soak` runs the long
+//! reliability checks, `leaks` the leak check alone.
 
 use std::env;
 use std::fs;
@@ -15,6 +17,9 @@ use std::process::{Command, ExitCode};
 
 /// The libtorch version that tch 0.26 is written against.
 const TORCH_VERSION: &str = "2.13.0";
+
+/// The Python peer the benchmark compares with (PyPI).
+const TORCH_REMAT_VERSION: &str = "0.2.0";
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -32,6 +37,7 @@ fn main() -> ExitCode {
         "demo" => setup().and_then(|_| demo()),
         "leaks" => setup().and_then(|_| leaks()),
         "soak" => setup().and_then(|_| soak()),
+        "bench" => setup().and_then(|torch| bench(&torch, &args[1..])),
         _ => {
             eprintln!(
                 "usage: cargo xtask <task>\n\n\
@@ -40,6 +46,9 @@ fn main() -> ExitCode {
                  env    setup, then print the .cargo/config.toml of a crate that uses remat\n  \
                  test   setup, then every test, rustfmt and clippy, and the training example\n  \
                  demo   setup, then train the reference model under each policy\n  \
+                 bench  setup, install torch_remat {TORCH_REMAT_VERSION} into the venv, run \
+                 benches/perf against the Python peers and write docs/performance.md \
+                 (--quick: a short smoke run)\n  \
                  leaks  setup, then the leak check alone (part of `test`)\n  \
                  soak   setup, then the long reliability runs (docs/reliability.md)"
             );
@@ -513,4 +522,76 @@ fn test_train_crate() -> Result<()> {
     }
     eprintln!("xtask test: the training example passed");
     Ok(())
+}
+
+/// The venv's Python interpreter (`torch` is `<venv>/lib/pythonX.Y/site-packages/torch`).
+fn venv_python(torch: &Path) -> Result<PathBuf> {
+    let venv = torch
+        .ancestors()
+        .nth(4)
+        .ok_or_else(|| format!("{} is not inside a venv", torch.display()))?;
+    let python = venv.join("bin").join("python");
+    if python.is_file() {
+        Ok(python)
+    } else {
+        Err(format!("no interpreter at {}", python.display()))
+    }
+}
+
+/// Installs `torch_remat` into the venv unless that version is there
+/// (`--no-deps`: torch is already the one we link).
+fn install_torch_remat(python: &Path) -> Result<()> {
+    let probe = Command::new(python)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('torch_remat'))",
+        ])
+        .output()
+        .map_err(|e| format!("could not start {}: {e}", python.display()))?;
+    if String::from_utf8_lossy(&probe.stdout).trim() == TORCH_REMAT_VERSION {
+        return Ok(());
+    }
+    eprintln!("xtask bench: installing torch_remat=={TORCH_REMAT_VERSION} into the venv");
+    run(Command::new(python).args([
+        "-m",
+        "pip",
+        "install",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-deps",
+        &format!("torch_remat=={TORCH_REMAT_VERSION}"),
+    ]))
+    .map_err(|e| {
+        format!("{e}\n  the download of torch_remat=={TORCH_REMAT_VERSION} from PyPI failed")
+    })
+}
+
+/// `cargo xtask bench [--quick]`: builds and runs benches/perf, which drives
+/// bench/python/peers.py and writes docs/performance.md.
+fn bench(torch: &Path, args: &[String]) -> Result<()> {
+    let quick = match args {
+        [] => false,
+        [flag] if flag == "--quick" => true,
+        _ => return Err(format!("usage: cargo xtask bench [--quick], not {args:?}")),
+    };
+    let python = venv_python(torch)?;
+    install_torch_remat(&python)?;
+    let root = repo_root();
+    let command = if quick {
+        "cargo xtask bench --quick"
+    } else {
+        "cargo xtask bench"
+    };
+    let mut cmd = cargo();
+    cmd.args(["bench", "--bench", "perf", "--", "run", "--out"])
+        .arg(root.join("docs").join("performance.md"))
+        .arg("--python")
+        .arg(&python)
+        .arg("--script")
+        .arg(root.join("bench").join("python").join("peers.py"))
+        .args(["--command", command]);
+    if quick {
+        cmd.arg("--quick");
+    }
+    run(&mut cmd)
 }

@@ -42,6 +42,8 @@ extern "C" {
     pub(super) fn remat_bridge_init(callbacks: *const Callbacks);
     pub(super) fn remat_string_free(s: *mut c_char);
     pub(super) fn remat_error_set(err: *mut c_void, msg: *const c_char, len: usize);
+    pub(super) fn remat_served_value(t: *const C_tensor, out: *mut *mut C_tensor) -> RematErr;
+    pub(super) fn remat_detached_alias(t: *const C_tensor, out: *mut *mut C_tensor) -> RematErr;
 
     pub(super) fn remat_fn_apply(
         ctx: *mut c_void,

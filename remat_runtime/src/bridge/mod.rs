@@ -20,8 +20,11 @@ pub(crate) use cuda::{
     OomEvent,
 };
 pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite};
-pub(crate) use node::{attach_node, grad_fn_saved, graph_nodes, NodeBackward, SavedAccess};
+pub(crate) use node::{
+    attach_node, grad_fn_saved, graph_nodes, served_value, NodeBackward, SavedAccess,
+};
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
+pub(crate) use storage::detached_alias;
 pub use storage::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, heap_bytes_in_use, is_leaf,
     rng_state, set_grad_enabled, set_rng_state, storage_key, storage_nbytes, storage_offset,

@@ -142,3 +142,15 @@ pub(crate) fn graph_nodes(roots: &[&Tensor]) -> Result<HashMap<NodeId, String>> 
         })
         .collect())
 }
+
+/// A non-leaf tensor requiring grad with `value`'s data and metadata (a
+/// fresh version counter), for a value served on replay: its `grad_fn` is a
+/// C++ node that fails if it is ever run. One bridge call, no Rust node.
+pub(crate) fn served_value(value: &Tensor) -> Result<Tensor> {
+    init();
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `value` is a live tensor; on success `out` is an owned tensor.
+    check(unsafe { ffi::remat_served_value(value.as_ptr(), &mut out) })?;
+    // SAFETY: `out` is non-null and owned after a successful call.
+    Ok(unsafe { take_tensor(out) })
+}

@@ -152,6 +152,17 @@ pub fn tensor_version(t: &Tensor) -> Result<u32> {
     Ok(v)
 }
 
+/// `t` without autograd history, sharing its storage and version counter:
+/// what `detach` gives, without a trip through the dispatcher (kept values
+/// are made once per `Save` output a consumer asks for).
+pub(crate) fn detached_alias(t: &Tensor) -> Result<Tensor> {
+    let mut out: *mut torch_sys::C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` is a live tensor; on success `out` is an owned tensor.
+    check(unsafe { ffi::remat_detached_alias(t.as_ptr(), &mut out) })?;
+    // SAFETY: `out` is non-null and owned after a successful call.
+    Ok(unsafe { super::take_tensor(out) })
+}
+
 /// Whether grad mode is on for this thread.
 ///
 /// ```

@@ -8,6 +8,7 @@
 //! Invariant: every push is undone by a guard's drop (also when unwinding),
 //! so after any checkpoint call, replay or failure the stack is as before.
 
+use crate::bridge::{hooks_depth, HookPair};
 use crate::checkpointing::state::CheckpointState;
 use crate::hooks::tensor_hooks::TensorHooks;
 use std::borrow::Cow;
@@ -57,6 +58,12 @@ pub(crate) struct Frame {
     /// How many `Save` bodies are running (forward only); inside one, regions
     /// are inert.
     pub save_depth: usize,
+    /// The pack of the running `Save` body: the checkpoint's own forward hook
+    /// hands this frame's saves to it (no native hook level per region).
+    pub save_pack: Option<Arc<dyn HookPair>>,
+    /// The native hook stack's depth when the frame was pushed (just above
+    /// the checkpoint's own hook).
+    pub native_depth: usize,
     /// The user's saved-tensor hooks for `Save` regions of this frame.
     pub user_hooks: Option<TensorHooks>,
     /// The region running now (diagnostics: OOM reports, allocation sites).
@@ -84,6 +91,8 @@ pub(crate) fn push(
             phase,
             claimed: HashSet::new(),
             save_depth: 0,
+            save_pack: None,
+            native_depth: hooks_depth(),
             user_hooks,
             region: None,
         });
@@ -104,13 +113,15 @@ pub(crate) fn with_top<R>(f: impl FnOnce(Option<&mut Frame>) -> R) -> R {
     FRAMES.with(|frames| f(frames.borrow_mut().last_mut()))
 }
 
-/// Counts a running `Save` body in the innermost frame until dropped.
+/// Counts a running `Save` body in the innermost frame until dropped, and
+/// routes the frame's saves to `pack` meanwhile.
 pub(crate) struct SaveBodyGuard;
 
-pub(crate) fn enter_save_body() -> SaveBodyGuard {
+pub(crate) fn enter_save_body(pack: Arc<dyn HookPair>) -> SaveBodyGuard {
     with_top(|f| {
         if let Some(f) = f {
-            f.save_depth += 1
+            f.save_depth += 1;
+            f.save_pack = Some(pack);
         }
     });
     SaveBodyGuard
@@ -120,7 +131,10 @@ impl Drop for SaveBodyGuard {
     fn drop(&mut self) {
         with_top(|f| {
             if let Some(f) = f {
-                f.save_depth = f.save_depth.saturating_sub(1)
+                f.save_depth = f.save_depth.saturating_sub(1);
+                if f.save_depth == 0 {
+                    f.save_pack = None;
+                }
             }
         });
     }
@@ -164,6 +178,22 @@ pub(crate) fn describe_position() -> Option<String> {
             };
             format!("{place} ({})", f.phase.describe())
         })
+    })
+}
+
+/// Whether the checkpoint's own hook is on top of the native hook stack, so
+/// that it sees what the innermost frame's code saves.
+pub(crate) fn own_hook_on_top() -> bool {
+    let depth = hooks_depth();
+    with_top(|f| f.is_some_and(|f| f.native_depth == depth))
+}
+
+/// The pack of the `Save` body running in `state`'s innermost frame, if
+/// that frame is `state`'s (a nested checkpoint's frame hides it).
+pub(crate) fn save_pack_of(state: &Arc<CheckpointState>) -> Option<Arc<dyn HookPair>> {
+    with_top(|f| match f {
+        Some(f) if Arc::ptr_eq(&f.state, state) => f.save_pack.clone(),
+        _ => None,
     })
 }
 

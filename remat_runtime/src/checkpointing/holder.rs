@@ -6,7 +6,8 @@
 //! Invariant: holder k is the k-th save of the forward; `Inner::holders[k]`
 //! points (weakly) at its slot, so a holder autograd released is not filled.
 
-use crate::bridge::{graph_task_id, HookPair, Payload};
+use crate::bridge::{graph_task_id, HookPair, Payload, SaveSite};
+use crate::checkpointing::frame;
 use crate::checkpointing::replay::replay_if_needed;
 use crate::checkpointing::state::{CheckpointState, HolderSlot};
 use crate::sync::lock;
@@ -32,12 +33,26 @@ pub(crate) fn current_task() -> i64 {
     }
 }
 
-/// The checkpoint's hook on the forward: every save becomes an empty holder.
+/// A save of a `Save` body, packed by that body's pair (which unpacks it).
+struct Delegated(Arc<dyn HookPair>, Payload);
+
+/// The checkpoint's hook on the forward: every save becomes an empty holder,
+/// except in a running `Save` body, whose pair packs it instead.
 pub(crate) struct ForwardHooks(pub Arc<CheckpointState>);
 
 impl HookPair for ForwardHooks {
     fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
+        self.pack_saved(tensor, SaveSite::default())
+    }
+
+    /// The site goes on to a `Save` body's pair: it tells parameters apart
+    /// (not billed as activations) and names the saving node.
+    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         let state = &self.0;
+        if let Some(pair) = frame::save_pack_of(state) {
+            let payload = pair.pack_saved(tensor, site)?;
+            return Ok(Box::new(Delegated(pair, payload)));
+        }
         let mut inner = lock(&state.inner);
         let index = inner.holders.len();
         let slot = Arc::new(HolderSlot::default());
@@ -51,6 +66,9 @@ impl HookPair for ForwardHooks {
     }
 
     fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
+        if let Some(Delegated(pair, inner)) = payload.downcast_ref::<Delegated>() {
+            return pair.unpack(&**inner);
+        }
         let holder = payload
             .downcast_ref::<Holder>()
             .ok_or("remat internal error: foreign payload in a checkpoint holder")?;

@@ -1,6 +1,6 @@
 //! The two autograd nodes the runtime adds to graphs.
 
-use crate::bridge::{attach_node, no_grad, NodeBackward, SavedAccess};
+use crate::bridge::{attach_node, no_grad, served_value, NodeBackward, SavedAccess};
 use crate::error::Result;
 use tch::Tensor;
 
@@ -93,36 +93,9 @@ pub(crate) fn boundary(t: Tensor) -> Result<Tensor> {
     Ok(out.pop().expect("one output"))
 }
 
-/// Never backpropagated: it only gives a served value the autograd identity
-/// (non-leaf, requires grad) its forward counterpart had, inside the replay
-/// graph that is thrown away.
-struct ServedIdentity;
-
-impl NodeBackward for ServedIdentity {
-    fn backward(
-        &mut self,
-        _: &SavedAccess<'_>,
-        _: Vec<Tensor>,
-    ) -> Result<Vec<Option<Tensor>>, String> {
-        Err("remat internal error: a value served on replay was backpropagated".into())
-    }
-}
-
-/// A non-leaf tensor requiring grad with `value`'s data and metadata.
-///
-/// The node's input is a zero-element dummy, not `value`: an input edge
-/// would reach `value` through its grad accumulator, and the replay graph
-/// downstream would then keep the served storage alive until replay ends,
-/// although the forward's graph held nothing of it.
+/// A non-leaf tensor requiring grad with `value`'s data and metadata: the
+/// autograd identity a served value's forward counterpart had, inside the
+/// replay graph that is thrown away (its `grad_fn` fails if ever run).
 pub(crate) fn non_leaf(value: &Tensor) -> Result<Tensor> {
-    let dummy = Tensor::empty([0], tch::kind::FLOAT_CPU).set_requires_grad(true);
-    let mut out = vec![no_grad(|| value.detach())];
-    attach_node(
-        Box::new(ServedIdentity),
-        "ServedOnReplay",
-        &[&dummy],
-        &mut out,
-        &[],
-    )?;
-    Ok(out.pop().expect("one output"))
+    served_value(value)
 }

@@ -8,13 +8,16 @@
 //! on replay. Kept values are detached aliases: a record never holds a
 //! `grad_fn`, so it cannot keep its graph alive.
 
-use crate::bridge::{tensor_version, Payload, PlaceholderSpec, StorageKey, WeakStorage};
+use crate::bridge::{
+    detached_alias, tensor_version, Payload, PlaceholderSpec, StorageKey, WeakStorage,
+};
 use crate::checkpointing::saved_input::{InputInfo, ViewSpec};
 use crate::error::{Error, Result};
 use crate::hooks::state::Snapshots;
 use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::sync::lock;
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::panic::Location;
 use std::sync::{Arc, Mutex};
@@ -31,7 +34,8 @@ pub(crate) struct SaveRecord {
     /// The checkpoint's name and the region's: messages and reports show
     /// `checkpoint::region`, formatted only when they need it.
     pub checkpoint: Option<Arc<str>>,
-    pub name: String,
+    /// Borrowed when the region's name is a literal: no allocation per call.
+    pub name: Cow<'static, str>,
     /// Where the region was called (the default annotation of reports).
     pub location: &'static Location<'static>,
     pub inner: Mutex<RecordInner>,
@@ -150,7 +154,7 @@ impl SaveRecord {
     pub(crate) fn display(&self) -> String {
         match &self.checkpoint {
             Some(c) => format!("{c}::{}", self.name),
-            None => self.name.clone(),
+            None => self.name.to_string(),
         }
     }
 
@@ -173,7 +177,7 @@ impl SaveRecord {
         if !matches!(inner.slots.get(slot), Some(None)) {
             return Ok(());
         }
-        let value = output.detach();
+        let value = detached_alias(output)?;
         let kept = match inner.output_hooks.clone() {
             Some(hooks) => {
                 let context = inner.output_context.clone();

@@ -208,7 +208,7 @@ impl Region {
                 O::from_parts(parts)
             }
             (Phase::Forward, Policy::Save) => {
-                save_region::forward(&state, &self.name, self.location, inputs, body)
+                save_region::forward(&state, self.name.clone(), self.location, inputs, body)
             }
             (Phase::Recompute, Policy::Recompute) => {
                 if lock(&state.inner).records.contains_key(self.name.as_ref()) {

@@ -2,14 +2,15 @@
 //! replay, where their outputs are served (if a consumer asked) or stand in
 //! as placeholders.
 //!
-//! Invariant: on the forward the body runs under `SaveHooks`, which shadow
-//! the checkpoint's holders, so nothing it saves becomes a holder; on replay
-//! the body never runs.
+//! Invariant: on the forward the body runs with `SaveHooks` as its frame's
+//! save pack, so the checkpoint's forward hook hands every save of the body
+//! to it and nothing the body saves becomes a holder; on replay the body
+//! never runs.
 
 use crate::bridge::{
-    graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder, storage_data,
-    storage_key, storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec, SaveSite,
-    WeakStorage,
+    detached_alias, graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder,
+    storage_data, storage_key, storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec,
+    SaveSite, WeakStorage,
 };
 use crate::checkpointing::frame;
 use crate::checkpointing::nodes::non_leaf;
@@ -26,6 +27,7 @@ use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::io::{input_tensors, RegionInputs, RegionOutput};
 use crate::sync::lock;
 use std::any::Any;
+use std::borrow::Cow;
 use std::panic::Location;
 use std::sync::{Arc, Mutex};
 use tch::Tensor;
@@ -51,7 +53,7 @@ enum Saved {
     },
 }
 
-/// The hook a `Save` body runs under: it shadows the checkpoint's holders.
+/// What packs a `Save` body's saves (instead of the checkpoint's holders).
 struct SaveHooks(Arc<SaveRecord>);
 
 impl HookPair for SaveHooks {
@@ -150,23 +152,25 @@ impl HookPair for SaveHooks {
 /// Runs a `Save` region on the forward.
 pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     state: &Arc<CheckpointState>,
-    name: &str,
+    name: Cow<'static, str>,
     location: &'static Location<'static>,
     inputs: I,
     body: impl FnOnce(I) -> O,
 ) -> Result<O> {
     let infos = {
         let persist = lock(&state.persist);
-        input_tensors(&inputs)
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| InputInfo::new(i, t, persist.contains(t)))
-            .collect()
+        // Visited in place: no handle is cloned per input.
+        let (mut infos, mut index) = (Vec::new(), 0);
+        inputs.visit_tensors(&mut |t| {
+            infos.extend(InputInfo::new(index, t, persist.contains(t)));
+            index += 1;
+        });
+        infos
     };
     let output_hooks = frame::user_hooks();
     let record = Arc::new(SaveRecord {
         checkpoint: state.name.clone(),
-        name: name.to_string(),
+        name: name.clone(),
         location,
         inner: Mutex::new(RecordInner {
             inputs: infos,
@@ -176,12 +180,17 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     });
     {
         let mut inner = lock(&state.inner);
-        inner.records.insert(name.to_string(), record.clone());
+        inner.records.insert(name, record.clone());
         inner.order.push(record.clone());
     }
     let out = {
-        let _hooks = SavedTensorsHooks::push(Some(Arc::new(SaveHooks(record.clone()))));
-        let _save = frame::enter_save_body();
+        let pack: Arc<dyn HookPair> = Arc::new(SaveHooks(record.clone()));
+        // Usually the checkpoint's hook is on top and hands the body's saves
+        // to `pack`; under hooks pushed inside the checkpoint (a tracker, a
+        // disabled level), `pack` goes on top natively, shadowing them.
+        let _hooks =
+            (!frame::own_hook_on_top()).then(|| SavedTensorsHooks::push(Some(pack.clone())));
+        let _save = frame::enter_save_body(pack);
         body(inputs)
     };
     let exit = snapshot_all(&state.state_hooks).map_err(|m| record.error(m))?;
@@ -324,7 +333,12 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
                          clone it before modifying it"
                     )));
                 }
-                value.detach()
+                if requires_grad {
+                    // The served identity is itself detached from `value`.
+                    parts.push(Some(non_leaf(&value)?));
+                    continue;
+                }
+                detached_alias(&value)?
             }
             Some(Slot::Packed { hooks, payload }) => hooks
                 .unpack(&*payload)

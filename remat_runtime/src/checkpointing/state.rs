@@ -18,6 +18,7 @@ use crate::diagnostics::profiling::CheckpointCall;
 use crate::error::Error;
 use crate::hooks::state::{RecomputeStateHook, Snapshots};
 use crate::sync::lock;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -66,7 +67,7 @@ pub(crate) struct Inner {
     pub replay_error: Option<String>,
     /// Graph tasks this checkpoint has replayed for.
     pub replayed: HashSet<i64>,
-    pub records: HashMap<String, Arc<SaveRecord>>,
+    pub records: HashMap<Cow<'static, str>, Arc<SaveRecord>>,
     /// The same records in forward order.
     pub order: Vec<Arc<SaveRecord>>,
     pub entry_snapshots: Snapshots,

@@ -1,0 +1,300 @@
+//! `cargo xtask bench`: the reference model's step time and memory under
+//! each policy, and the runtime's per-region overhead, side by side with the
+//! Python peers (`torch_remat` 0.2.0 and `torch.utils.checkpoint`) on the
+//! same model, data, libtorch and thread count; writes docs/performance.md.
+//!
+//! Every measurement runs in rounds: each round runs every variant once
+//! (Rust in this process, Python in a long-lived worker process driven over
+//! a pipe), so slow drift of a shared machine hits all variants alike, and
+//! ratios are taken within a round before their median is taken.
+//!
+//! Subcommands (the xtask passes `run`; the others are its children):
+//! - `run [--quick] --out FILE --python PY --script peers.py --command TEXT`
+//! - `rss <policy> <config> <steps>`: the memory child (one JSON line)
+//! - `chain <rounds>`: only the per-region chain, one line per round
+
+mod python;
+mod report;
+mod rust_side;
+mod stats;
+
+use python::Peers;
+use remat_reference::model::{Config, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL};
+use report::{Machine, Results};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn config_by_name(name: &str) -> Option<Config> {
+    match name {
+        "small" => Some(SMALL),
+        "medium" => Some(MEDIUM),
+        "deep" => Some(DEEP),
+        _ => None,
+    }
+}
+
+/// How much of everything one run measures.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    /// Rounds of step timing per config.
+    pub step_rounds: [(&'static str, usize); 2],
+    pub chain_rounds: usize,
+    /// Chain runs per variant and round (their median is the round's value).
+    pub chain_reps: usize,
+    pub deep_steps: usize,
+    /// The config of the memory children (`deep`; `medium` in a quick run).
+    pub memory_config: &'static str,
+}
+
+const FULL: Plan = Plan {
+    step_rounds: [("small", 15), ("medium", 3)],
+    chain_rounds: 15,
+    chain_reps: 9,
+    deep_steps: 5,
+    memory_config: "deep",
+};
+
+const QUICK: Plan = Plan {
+    step_rounds: [("small", 3), ("medium", 1)],
+    chain_rounds: 3,
+    chain_reps: 3,
+    deep_steps: 1,
+    memory_config: "medium",
+};
+
+fn main() {
+    tch::set_num_threads(1);
+    // `cargo bench` appends `--bench`.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let result = match args.first().map(String::as_str) {
+        Some("run") => run(&args[1..]),
+        Some("rss") => rss(&args[1..]),
+        Some("chain") => chain_only(&args[1..]),
+        _ => Err("usage: perf run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds>".into()),
+    };
+    if let Err(e) = result {
+        eprintln!("bench: error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn rss(args: &[String]) -> Result<(), String> {
+    let [policy, config, steps] = args else {
+        return Err("rss <policy> <config> <steps>".into());
+    };
+    let policy = rust_side::policy_by_name(policy).ok_or("unknown policy")?;
+    let cfg = config_by_name(config).ok_or("unknown config")?;
+    let steps = steps.parse().map_err(|_| "steps must be a number")?;
+    rust_side::rss_child(cfg, policy, steps);
+    Ok(())
+}
+
+fn chain_only(args: &[String]) -> Result<(), String> {
+    let rounds: usize = args.first().and_then(|r| r.parse().ok()).unwrap_or(10);
+    for _ in 0..rounds {
+        let (f, fb) = rust_chain_round(FULL.chain_reps);
+        println!(
+            "per region: {:.3} us forward, {:.3} us forward+backward",
+            f * 1e6,
+            fb * 1e6
+        );
+    }
+    Ok(())
+}
+
+/// One round of the Rust chain: per-region seconds, forward and
+/// forward+backward (each variant's value is the least of `reps` runs).
+fn rust_chain_round(reps: usize) -> (f64, f64) {
+    let mut per = [0.0; 2];
+    for (k, backward) in [false, true].into_iter().enumerate() {
+        let mut plain = Vec::new();
+        let mut regions = Vec::new();
+        for _ in 0..reps {
+            plain.push(rust_side::chain(false, backward));
+            regions.push(rust_side::chain(true, backward));
+        }
+        per[k] = (least(&regions) - least(&plain)) / rust_side::CHAIN as f64;
+        if std::env::var_os("PERF_CHAIN_RAW").is_some() {
+            eprintln!("backward={backward}: plain {:?}", plain);
+            eprintln!("backward={backward}: regions {:?}", regions);
+        }
+    }
+    (per[0], per[1])
+}
+
+/// The least of repeated runs: on a shared machine a run is only ever
+/// slowed down (preemption), so the least is the best estimate of its cost.
+fn least(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+struct Options {
+    quick: bool,
+    out: PathBuf,
+    peers: Peers,
+    command: String,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut quick = false;
+    let (mut out, mut python, mut script, mut command) = (None, None, None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--out" => out = Some(PathBuf::from(value()?)),
+            "--python" => python = Some(PathBuf::from(value()?)),
+            "--script" => script = Some(PathBuf::from(value()?)),
+            "--command" => command = Some(value()?),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(Options {
+        quick,
+        out: out.ok_or("--out is required")?,
+        peers: Peers {
+            python: python.ok_or("--python is required")?,
+            script: script.ok_or("--script is required")?,
+        },
+        command: command.unwrap_or_else(|| "cargo xtask bench".into()),
+    })
+}
+
+/// The step variants of one round: (implementation, policy).
+pub const IMPLS: [&str; 3] = ["remat", "torch_remat", "torch"];
+
+fn run(args: &[String]) -> Result<(), String> {
+    let opts = parse(args)?;
+    let plan = if opts.quick { QUICK } else { FULL };
+    let started = std::time::Instant::now();
+    let mut worker = opts.peers.worker()?;
+    let hello = worker.ask(serde_json::json!({"cmd": "hello"}))?;
+    let machine = Machine::collect(&hello);
+    eprintln!("bench: {plan:?}");
+    let mut results = Results::new(plan);
+
+    // 1. Step time, interleaved round by round.
+    for (config, rounds) in plan.step_rounds {
+        let setup = rust_side::Setup::new(config_by_name(config).expect("known"));
+        // Warm-up: one step of every variant (allocator, lazy init), untimed.
+        for round in 0..=rounds {
+            let mut variants: Vec<(&str, ModelPolicy)> = Vec::new();
+            for imp in IMPLS {
+                for p in POLICIES {
+                    if !(imp == "torch_remat" && p == ModelPolicy::None) {
+                        variants.push((imp, p));
+                    }
+                }
+            }
+            // Rotate the order each round so no variant always goes first.
+            let n = variants.len();
+            variants.rotate_left(round % n);
+            for (imp, p) in variants {
+                let name = rust_side::policy_name(p);
+                let (secs, loss) = match imp {
+                    "remat" => setup.step(p),
+                    _ => worker.step(config, imp, name)?,
+                };
+                if round > 0 {
+                    results.step(config, imp, name, secs, loss);
+                }
+            }
+            eprintln!(
+                "bench: step time, {config}, round {round}/{rounds} ({:.0} s so far)",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    // 2. Bytes saved for backward (medium), then the memory children (deep).
+    {
+        let setup = rust_side::Setup::new(MEDIUM);
+        for p in POLICIES {
+            let name = rust_side::policy_name(p);
+            results.bytes("remat", name, setup.saved_bytes(p));
+            for imp in ["torch_remat", "torch"] {
+                if p == ModelPolicy::None && imp == "torch_remat" {
+                    continue;
+                }
+                results.bytes(imp, name, worker.bytes("medium", imp, name)?);
+            }
+        }
+    }
+    // The memory children: remat under each policy, two at a time (each is
+    // single-threaded; resident sizes do not depend on timing).
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    for pair in POLICIES.chunks(2) {
+        eprintln!(
+            "bench: memory children {:?} ({:.0} s so far)",
+            pair.iter()
+                .map(|p| rust_side::policy_name(*p))
+                .collect::<Vec<_>>(),
+            started.elapsed().as_secs_f64()
+        );
+        let children: Vec<_> = pair
+            .iter()
+            .map(|p| {
+                let name = rust_side::policy_name(*p);
+                Command::new(&exe)
+                    .args([
+                        "rss",
+                        name,
+                        plan.memory_config,
+                        &plan.deep_steps.to_string(),
+                    ])
+                    .env("MALLOC_MMAP_THRESHOLD_", "65536")
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .map(|c| (name, c))
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<_, _>>()?;
+        for (name, child) in children {
+            let out = child.wait_with_output().map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(format!("memory child {name} failed ({})", out.status));
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            let value: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or(""))
+                .map_err(|e| format!("memory child answered {text:?}: {e}"))?;
+            results.rss(
+                "remat",
+                name,
+                python::num(&value, "hwm")? as i64,
+                python::num(&value, "forward_growth")? as i64,
+            );
+        }
+    }
+
+    // 3. The per-region chain.
+    for round in 0..=plan.chain_rounds {
+        for backward in [false, true] {
+            for imp in IMPLS {
+                for regions in [false, true] {
+                    let mut v = Vec::new();
+                    for _ in 0..plan.chain_reps {
+                        v.push(match imp {
+                            "remat" => rust_side::chain(regions, backward),
+                            _ => worker.chain(imp, regions, backward)?,
+                        });
+                    }
+                    if round > 0 {
+                        results.chain(imp, regions, backward, least(&v));
+                    }
+                }
+            }
+        }
+    }
+    worker.quit();
+
+    let elapsed = started.elapsed().as_secs_f64();
+    let text = report::render(&results, &machine, &opts.command, elapsed);
+    std::fs::write(&opts.out, text)
+        .map_err(|e| format!("cannot write {}: {e}", opts.out.display()))?;
+    eprintln!("bench: wrote {} in {elapsed:.0} s", opts.out.display());
+    Ok(())
+}

@@ -1,0 +1,388 @@
+//! Collected numbers and the markdown of docs/performance.md.
+
+use crate::stats::{median, ratios, summary, Summary};
+use crate::{Plan, IMPLS};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::process::Command;
+
+/// The machine and software the numbers come from.
+pub struct Machine {
+    pub cpu: String,
+    pub nproc: String,
+    pub rustc: String,
+    pub torch: String,
+    pub torch_remat: String,
+    pub python: String,
+}
+
+impl Machine {
+    pub fn collect(hello: &serde_json::Value) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let run = |cmd: &str, args: &[&str]| {
+            Command::new(cmd)
+                .args(args)
+                .output()
+                .ok()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_else(|| "unknown".into())
+        };
+        let field = |k: &str| {
+            hello
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or("not installed")
+                .to_string()
+        };
+        Machine {
+            cpu,
+            nproc: run("nproc", &[]),
+            rustc: run("rustc", &["-V"]),
+            torch: field("torch"),
+            torch_remat: field("torch_remat"),
+            python: field("python"),
+        }
+    }
+}
+
+type Key = (String, String, String);
+
+pub struct Results {
+    plan: Plan,
+    /// (config, impl, policy) -> seconds per round.
+    steps: BTreeMap<Key, Vec<f64>>,
+    losses: BTreeMap<Key, f64>,
+    /// (impl, policy) -> bytes.
+    bytes: BTreeMap<(String, String), i64>,
+    /// (impl, policy) -> (VmHWM, growth of VmRSS over the first forward).
+    rss: BTreeMap<(String, String), (i64, i64)>,
+    /// (impl, regions, backward) -> seconds per round.
+    chain: BTreeMap<(String, bool, bool), Vec<f64>>,
+}
+
+impl Results {
+    pub fn new(plan: Plan) -> Results {
+        Results {
+            plan,
+            steps: BTreeMap::new(),
+            losses: BTreeMap::new(),
+            bytes: BTreeMap::new(),
+            rss: BTreeMap::new(),
+            chain: BTreeMap::new(),
+        }
+    }
+
+    pub fn step(&mut self, config: &str, imp: &str, policy: &str, secs: f64, loss: f64) {
+        let key = (config.to_string(), imp.to_string(), policy.to_string());
+        self.losses.insert(key.clone(), loss);
+        self.steps.entry(key).or_default().push(secs);
+    }
+
+    pub fn bytes(&mut self, imp: &str, policy: &str, bytes: i64) {
+        self.bytes.insert((imp.into(), policy.into()), bytes);
+    }
+
+    pub fn rss(&mut self, imp: &str, policy: &str, hwm: i64, growth: i64) {
+        self.rss.insert((imp.into(), policy.into()), (hwm, growth));
+    }
+
+    pub fn chain(&mut self, imp: &str, regions: bool, backward: bool, secs: f64) {
+        self.chain
+            .entry((imp.into(), regions, backward))
+            .or_default()
+            .push(secs);
+    }
+
+    fn steps_of(&self, config: &str, imp: &str, policy: &str) -> Option<&Vec<f64>> {
+        // Eager torch is the `none` of both Python peers.
+        let imp = if policy == "none" && imp == "torch_remat" {
+            "torch"
+        } else {
+            imp
+        };
+        self.steps
+            .get(&(config.to_string(), imp.to_string(), policy.to_string()))
+    }
+
+    /// Per-region seconds of one implementation, per round.
+    pub fn per_region(&self, imp: &str, backward: bool) -> Vec<f64> {
+        let get = |regions| self.chain.get(&(imp.to_string(), regions, backward));
+        match (get(true), get(false)) {
+            (Some(r), Some(p)) => r
+                .iter()
+                .zip(p)
+                .map(|(r, p)| (r - p) / crate::rust_side::CHAIN as f64)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+const POLICY_NAMES: [&str; 4] = ["none", "full", "selective", "save_mlp"];
+
+fn label(imp: &str) -> &'static str {
+    match imp {
+        "remat" => "remat (Rust)",
+        "torch_remat" => "torch_remat 0.2.0",
+        _ => "torch.utils.checkpoint",
+    }
+}
+
+fn ms(s: Summary) -> String {
+    format!(
+        "{:.1} ms ({:.1}–{:.1})",
+        s.median * 1e3,
+        s.q1 * 1e3,
+        s.q3 * 1e3
+    )
+}
+
+fn us(s: Summary) -> String {
+    format!(
+        "{:.2} µs ({:.2}–{:.2})",
+        s.median * 1e6,
+        s.q1 * 1e6,
+        s.q3 * 1e6
+    )
+}
+
+fn ratio(s: Summary) -> String {
+    format!("{:.2}× ({:.2}–{:.2})", s.median, s.q1, s.q3)
+}
+
+fn mib(b: i64) -> String {
+    format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
+}
+
+pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
+    let mut o = String::new();
+    let p = r.plan;
+    let _ = writeln!(
+        o,
+        "# Performance\n\n\
+         Written by `{command}` (benches/perf, bench/python/peers.py) in one run of \
+         {:.0} minutes. Regenerate it with `cargo xtask bench` (about 20 minutes on a 2-core \
+         machine; `cargo xtask bench --quick` for a smoke run whose numbers mean little).\n",
+        elapsed / 60.0
+    );
+    let _ = writeln!(o, "## Machine\n");
+    let _ = writeln!(o, "| | |\n| --- | --- |");
+    let _ = writeln!(o, "| CPU | {} |", m.cpu);
+    let _ = writeln!(o, "| nproc | {} |", m.nproc);
+    let _ = writeln!(o, "| rustc | {} |", m.rustc);
+    let _ = writeln!(
+        o,
+        "| libtorch | the PyPI wheel torch {} (tch 0.26), both sides |",
+        m.torch
+    );
+    let _ = writeln!(o, "| Python | {} |", m.python);
+    let _ = writeln!(o, "| torch_remat | {} |", m.torch_remat);
+    let _ = writeln!(
+        o,
+        "| threads | 1 on both sides (`tch::set_num_threads(1)`, `torch.set_num_threads(1)`) |"
+    );
+    let _ = writeln!(
+        o,
+        "| plan | step rounds {:?}, chain rounds {} × {} runs, deep memory children {} steps |\n",
+        p.step_rounds, p.chain_rounds, p.chain_reps, p.deep_steps
+    );
+    let _ = writeln!(
+        o,
+        "## How it is measured\n\n\
+         One process runs the Rust variants; a long-lived Python worker \
+         (`bench/python/peers.py worker`) runs the Python ones and answers one JSON command per \
+         line over a pipe. The bench drives both: every round runs every variant once (the \
+         order rotates from round to round, and a first round is an untimed warm-up), so the \
+         drift of a shared machine hits all variants of a round alike. Each table shows the \
+         median over rounds with the interquartile range in parentheses; a ratio is taken \
+         within each round first, and the table shows the median (and quartiles) of those \
+         per-round ratios. Times are measured inside each process around forward + backward \
+         (`loss.backward()`), after zeroing the gradients in place; there is no optimizer \
+         update.\n\n\
+         The model is the reference model (shared/design/reference-model.md), written op for \
+         op in both languages, with the same parameters (drawn from seed 0 in the same order) \
+         and the same batch (seed 1). `torch.utils.checkpoint` runs non-reentrant: `full` \
+         checkpoints each block; `selective` and `save_mlp` use selective activation \
+         checkpointing (`create_selective_checkpoint_contexts`) with every op of the saved part \
+         (attention, or the MLP) `MUST_SAVE` and every other op `PREFER_RECOMPUTE`, the nearest \
+         it has to a `Save` region. `none` is the plain eager model, the same Python run for \
+         both peers.\n"
+    );
+
+    // 1. Step time.
+    let _ = writeln!(o, "## 1. Step time\n");
+    for (config, rounds) in p.step_rounds {
+        let _ = writeln!(
+            o,
+            "### {config} ({rounds} rounds)\n\n\
+             | policy | remat | × none | torch_remat | × none | torch.utils.checkpoint | × none | remat ÷ torch_remat | remat ÷ torch.utils.checkpoint |\n\
+             | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        );
+        for policy in POLICY_NAMES {
+            let mut row = format!("| `{policy}` ");
+            for imp in IMPLS {
+                match (
+                    r.steps_of(config, imp, policy),
+                    r.steps_of(config, imp, "none"),
+                ) {
+                    (Some(v), Some(base)) => {
+                        let _ = write!(
+                            row,
+                            "| {} | {} ",
+                            ms(summary(v)),
+                            ratio(summary(&ratios(v, base)))
+                        );
+                    }
+                    _ => row.push_str("| – | – "),
+                }
+            }
+            for peer in ["torch_remat", "torch"] {
+                match (
+                    r.steps_of(config, "remat", policy),
+                    r.steps_of(config, peer, policy),
+                ) {
+                    (Some(a), Some(b)) => {
+                        let _ = write!(row, "| {} ", ratio(summary(&ratios(a, b))));
+                    }
+                    _ => row.push_str("| – "),
+                }
+            }
+            let _ = writeln!(o, "{row}|");
+        }
+        let losses: Vec<f64> = r
+            .losses
+            .iter()
+            .filter(|(k, _)| k.0 == config)
+            .map(|(_, l)| *l)
+            .collect();
+        let same = losses.windows(2).all(|w| w[0] == w[1]);
+        let _ = writeln!(
+            o,
+            "\nLoss of every variant: {} ({}).\n",
+            losses.first().map_or("–".into(), |l| format!("{l:.7}")),
+            if same {
+                "bitwise the same in all of them"
+            } else {
+                "NOT the same in all variants"
+            }
+        );
+    }
+
+    // 2. Memory.
+    let _ = writeln!(
+        o,
+        "## 2. Memory\n\n\
+         **Bytes saved for backward** at the forward→backward point, medium config (D=256, \
+         L=4), one forward each: remat's own report (`track_saved_tensors` + \
+         `saved_tensors_report`: what checkpoints keep plus what autograd saved outside them); \
+         torch_remat's own report (`format_saved_tensors_report(roots=loss)`, its header \
+         total); for `torch.utils.checkpoint` and the eager model, the unique storages that a \
+         `torch.autograd.graph.saved_tensors_hooks` pack hook sees (saves outside checkpoints \
+         and the checkpoints' inputs) plus the storages in the SAC caches. Parameters (leaves \
+         that require grad) are not counted anywhere. torch_remat's report does not count \
+         the checkpoints' inputs (the block inputs, 2 MiB each here), which remat's and the \
+         hook count do: that is the difference between the first two columns.\n\n\
+         **Peak resident memory** (remat): a fresh process per policy runs {} step(s) of the \
+         `{}` config (`deep`: D=256, L=32) and reports `VmHWM` from /proc/self/status; \
+         \"forward growth\" is how much `VmRSS` grew over the first forward, a measure of \
+         what the forward leaves for backward that does not rely on remat's records. The \
+         children run with `MALLOC_MMAP_THRESHOLD_=65536`, so that every tensor of 64 KiB or \
+         more is its own mapping and goes back to the system when freed (glibc keeps smaller \
+         freed memory); what is counted is resident size, not live bytes. Two children run at \
+         a time. The Python peers are compared on bytes only: a deep child takes minutes \
+         per process on this machine and would double the run.\n",
+        p.deep_steps, p.memory_config
+    );
+    let _ = writeln!(
+        o,
+        "| policy | remat bytes | torch_remat bytes | torch.utils.checkpoint bytes | remat ÷ torch_remat | remat ÷ torch.utils.checkpoint | remat peak RSS | remat forward growth |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for policy in POLICY_NAMES {
+        let get = |imp: &str| {
+            let imp = if policy == "none" && imp == "torch_remat" {
+                "torch"
+            } else {
+                imp
+            };
+            r.bytes.get(&(imp.to_string(), policy.to_string())).copied()
+        };
+        let mut row = format!("| `{policy}` ");
+        for imp in IMPLS {
+            let _ = write!(row, "| {} ", get(imp).map_or("–".into(), mib));
+        }
+        for peer in ["torch_remat", "torch"] {
+            let _ = match (get("remat"), get(peer)) {
+                (Some(a), Some(b)) if b > 0 => write!(row, "| {:.3} ", a as f64 / b as f64),
+                _ => write!(row, "| – "),
+            };
+        }
+        let v = r.rss.get(&("remat".to_string(), policy.to_string()));
+        let _ = write!(
+            row,
+            "| {} | {} ",
+            v.map_or("–".into(), |v| mib(v.0)),
+            v.map_or("–".into(), |v| mib(v.1))
+        );
+        let _ = writeln!(o, "{row}|");
+    }
+
+    // 3. Per-region overhead.
+    let _ = writeln!(
+        o,
+        "\n## 3. Per-region overhead\n\n\
+         A checkpoint around a chain of 200 `y = x * 1.0001` on a 1-element tensor, as 200 \
+         regions alternating `Save` and `Recompute`, against the same chain in a checkpoint \
+         without regions: ((checkpoint + regions) − (checkpoint alone)) / 200, per round \
+         (each variant's value in a round is the least of {} runs: on a shared machine a run \
+         is only ever slowed down, by preemption, and a chain lasts a few milliseconds, about \
+         one time slice), then the median and \
+         quartiles over {} rounds. Region names are literals (no formatting per call). For \
+         torch_remat the regions are `remat.region(f, name, recompute=i % 2 == 1)`. \
+         `torch.utils.checkpoint` has no regions: its row is selective activation \
+         checkpointing deciding `MUST_SAVE` / `PREFER_RECOMPUTE` alternately for each of the \
+         200 ops, against plain non-reentrant checkpointing. Target for remat: at most 0.8 µs \
+         forward and 1.0 µs forward+backward.\n",
+        p.chain_reps, p.chain_rounds
+    );
+    let _ = writeln!(
+        o,
+        "| implementation | forward, per region | forward+backward, per region | chain alone, forward+backward | chain with regions, forward+backward |\n\
+         | --- | --- | --- | --- | --- |"
+    );
+    for imp in IMPLS {
+        let f = r.per_region(imp, false);
+        let fb = r.per_region(imp, true);
+        let alone = r.chain.get(&(imp.to_string(), false, true));
+        let with = r.chain.get(&(imp.to_string(), true, true));
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} |",
+            label(imp),
+            us(summary(&f)),
+            us(summary(&fb)),
+            alone.map_or("–".into(), |v| ms(summary(v))),
+            with.map_or("–".into(), |v| ms(summary(v))),
+        );
+    }
+    let rf = median(&r.per_region("remat", false));
+    let rfb = median(&r.per_region("remat", true));
+    let _ = writeln!(o);
+    for peer in ["torch_remat", "torch"] {
+        let pf = median(&r.per_region(peer, false));
+        let pfb = median(&r.per_region(peer, true));
+        let _ = writeln!(
+            o,
+            "remat's per-region cost is {:.3}× {}'s forward and {:.3}× forward+backward (ratio of medians).\n",
+            rf / pf,
+            label(peer),
+            rfb / pfb
+        );
+    }
+    o
+}

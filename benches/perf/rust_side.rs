@@ -1,0 +1,139 @@
+//! The Rust variants: a training step of the reference model, the bytes it
+//! saves for backward, the per-region chain, and the memory child.
+
+use remat::{checkpoint, region, saved_tensors_report, track_saved_tensors, Policy};
+use remat_reference::model::{batch, Config, Model, ModelPolicy};
+use std::sync::OnceLock;
+use std::time::Instant;
+use tch::{Kind, Tensor};
+
+pub const MODEL_SEED: i64 = 0;
+pub const BATCH_SEED: i64 = 1;
+
+pub fn policy_name(p: ModelPolicy) -> &'static str {
+    match p {
+        ModelPolicy::None => "none",
+        ModelPolicy::Full => "full",
+        ModelPolicy::Selective => "selective",
+        ModelPolicy::SaveMlp => "save_mlp",
+        ModelPolicy::Auto => "auto",
+    }
+}
+
+pub fn policy_by_name(name: &str) -> Option<ModelPolicy> {
+    remat_reference::model::POLICIES
+        .into_iter()
+        .find(|p| policy_name(*p) == name)
+}
+
+pub struct Setup {
+    pub model: Model,
+    pub tokens: Tensor,
+    pub targets: Tensor,
+}
+
+impl Setup {
+    pub fn new(cfg: Config) -> Setup {
+        let model = Model::new(cfg, MODEL_SEED);
+        let (tokens, targets) = batch(cfg, BATCH_SEED);
+        Setup {
+            model,
+            tokens,
+            targets,
+        }
+    }
+
+    /// One forward and backward: seconds and the loss.
+    pub fn step(&self, policy: ModelPolicy) -> (f64, f64) {
+        self.model.zero_grad();
+        let start = Instant::now();
+        let loss = self.model.loss(&self.tokens, &self.targets, policy);
+        loss.backward();
+        let secs = start.elapsed().as_secs_f64();
+        (secs, f64::try_from(&loss).expect("a scalar loss"))
+    }
+
+    /// Bytes saved for backward when the forward is done (remat's report:
+    /// what checkpoints keep plus what autograd saved outside them).
+    pub fn saved_bytes(&self, policy: ModelPolicy) -> i64 {
+        self.model.zero_grad();
+        let (loss, outside) =
+            track_saved_tensors(|| self.model.loss(&self.tokens, &self.targets, policy));
+        let report = saved_tensors_report(Some(&outside));
+        let bytes = report.checkpoint_bytes() + report.outside_bytes().unwrap_or(0);
+        loss.backward();
+        bytes
+    }
+}
+
+pub const CHAIN: usize = 200;
+
+/// Region names as a literal would give them (no formatting per call).
+fn chain_names() -> &'static [&'static str] {
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        (0..CHAIN)
+            .map(|i| &*Box::leak(format!("r{i}").into_boxed_str()))
+            .collect()
+    })
+}
+
+/// A checkpoint around 200 `x * 1.0001` on one element, as regions
+/// alternating `Save` and `Recompute` or as bare code; seconds.
+pub fn chain(regions: bool, backward: bool) -> f64 {
+    let names = chain_names();
+    let x = Tensor::ones([1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    let start = Instant::now();
+    let y = checkpoint("chain").call(&x, move |x| {
+        let mut h = x;
+        for (i, name) in names.iter().enumerate() {
+            h = if regions {
+                let policy = if i % 2 == 0 {
+                    Policy::Save
+                } else {
+                    Policy::Recompute
+                };
+                region(*name, policy).call(&h, |h| h * 1.0001)
+            } else {
+                &h * 1.0001
+            };
+        }
+        h
+    });
+    if backward {
+        y.sum(Kind::Float).backward();
+    }
+    start.elapsed().as_secs_f64()
+}
+
+/// `VmHWM` and `VmRSS` of this process, in bytes.
+pub fn vm_status() -> (i64, i64) {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
+            .map_or(-1, |kb| kb * 1024)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// The memory child: `steps` steps of `cfg` under `policy`; prints the peak
+/// resident size and how much the first forward grew the resident size.
+pub fn rss_child(cfg: Config, policy: ModelPolicy, steps: usize) {
+    let setup = Setup::new(cfg);
+    let mut growth = 0;
+    for step in 0..steps {
+        setup.model.zero_grad();
+        let before = vm_status().1;
+        let loss = setup.model.loss(&setup.tokens, &setup.targets, policy);
+        if step == 0 {
+            growth = vm_status().1 - before;
+        }
+        loss.backward();
+    }
+    println!(
+        "{{\"hwm\": {}, \"forward_growth\": {growth}}}",
+        vm_status().0
+    );
+}
