@@ -404,12 +404,31 @@ fn leaks() -> Result<()> {
 const SOAK_PROGRAMS: &str = "20000";
 
 /// The long runs that do not fit `test`: many more random programs (release
-/// build) and the steady-state run under the leak checker.
+/// build), the training example for 2000 steps of every policy (losses
+/// bitwise equal at every step, memory flat), and the leak check.
 fn soak() -> Result<()> {
     eprintln!("xtask soak: {SOAK_PROGRAMS} random programs (release build)");
     run(cargo()
         .args(["test", "--release", "--test", "programs"])
         .env("REMAT_PROGRAM_CASES", SOAK_PROGRAMS))?;
+    eprintln!("xtask soak: the training example, 2000 steps of every policy");
+    let out = repo_root().join("target").join("train_gpt_soak");
+    let out = out.to_str().ok_or("the repository path is not UTF-8")?;
+    run(train_cargo().args([
+        "run",
+        "--release",
+        "--quiet",
+        "--",
+        "--config",
+        "small",
+        "--policy",
+        "all",
+        "--steps",
+        "2000",
+        "--check",
+        "--out",
+        out,
+    ]))?;
     eprintln!("xtask soak: the test suite's leak check");
     leaks()?;
     eprintln!("xtask soak: passed");
