@@ -100,8 +100,17 @@ class Model:
 
 
 def batch(cfg, seed=BATCH_SEED):
-    torch.manual_seed(seed)
-    data = torch.randint(VOCAB, (cfg["b"], cfg["t"] + 1))
+    # The same bytes as remat_reference::model::batch: xorshift64, not
+    # torch's global generator.
+    mask = (1 << 64) - 1
+    state = (seed ^ 0x9E3779B97F4A7C15) & mask
+    tokens = []
+    for _ in range(cfg["b"] * (cfg["t"] + 1)):
+        state ^= (state << 13) & mask
+        state ^= state >> 7
+        state ^= (state << 17) & mask
+        tokens.append(state % VOCAB)
+    data = torch.tensor(tokens, dtype=torch.int64).view(cfg["b"], cfg["t"] + 1)
     return data[:, : cfg["t"]].contiguous(), data[:, 1:].contiguous()
 
 

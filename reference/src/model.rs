@@ -399,10 +399,21 @@ pub fn block_forward(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
     ckpt.call(x, move |x| block_body(&p2, &x, policy))
 }
 
-/// Deterministic tokens and next-byte targets.
+/// Deterministic tokens and next-byte targets, from a generator of their
+/// own (xorshift64 seeded with `seed`), not libtorch's global one: tests
+/// that draw random numbers on other threads cannot change them. The
+/// benchmark's Python side (bench/python/peers.py) draws the same bytes.
 pub fn batch(cfg: Config, seed: i64) -> (Tensor, Tensor) {
-    tch::manual_seed(seed);
-    let data = Tensor::randint(VOCAB, [cfg.b, cfg.t + 1], (Kind::Int64, Device::Cpu));
+    let mut state = (seed as u64) ^ 0x9E37_79B9_7F4A_7C15;
+    let tokens: Vec<i64> = (0..cfg.b * (cfg.t + 1))
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % VOCAB as u64) as i64
+        })
+        .collect();
+    let data = Tensor::from_slice(&tokens).view([cfg.b, cfg.t + 1]);
     (
         data.narrow(1, 0, cfg.t).contiguous(),
         data.narrow(1, 1, cfg.t).contiguous(),
