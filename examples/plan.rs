@@ -83,6 +83,8 @@ fn step_ms(model: &Model, reps: usize, mut step: impl FnMut() -> tch::Tensor) ->
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = args()?;
+    // One intra-op thread: step times on a shared machine are otherwise noise.
+    tch::set_num_threads(1);
     let model = Model::new(a.cfg, 0);
     let (tokens, targets) = batch(a.cfg, 1);
     let loss = |policy| model.loss(&tokens, &targets, policy);
@@ -207,7 +209,10 @@ fn sweep(
 /// labelled points (plain SVG, no plotting dependency).
 fn pareto_svg(frontier: &[(i64, f64)], hand: &[(String, i64, f64)]) -> String {
     let (w, h, m) = (640.0, 420.0, 60.0);
-    let xs = frontier.iter().map(|p| mib(p.0)).chain(hand.iter().map(|p| mib(p.1)));
+    let xs = frontier
+        .iter()
+        .map(|p| mib(p.0))
+        .chain(hand.iter().map(|p| mib(p.1)));
     let ys = frontier.iter().map(|p| p.1).chain(hand.iter().map(|p| p.2));
     let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
     let (y0, y1) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
