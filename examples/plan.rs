@@ -83,6 +83,8 @@ fn step_ms(model: &Model, reps: usize, mut step: impl FnMut() -> tch::Tensor) ->
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = args()?;
+    // One intra-op thread: step times on a shared machine are otherwise noise.
+    tch::set_num_threads(1);
     let model = Model::new(a.cfg, 0);
     let (tokens, targets) = batch(a.cfg, 1);
     let loss = |policy| model.loss(&tokens, &targets, policy);
