@@ -412,23 +412,7 @@ fn soak() -> Result<()> {
         .args(["test", "--release", "--test", "programs"])
         .env("REMAT_PROGRAM_CASES", SOAK_PROGRAMS))?;
     eprintln!("xtask soak: the training example, 2000 steps of every policy");
-    let out = repo_root().join("target").join("train_gpt_soak");
-    let out = out.to_str().ok_or("the repository path is not UTF-8")?;
-    run(train_cargo().args([
-        "run",
-        "--release",
-        "--quiet",
-        "--",
-        "--config",
-        "small",
-        "--policy",
-        "all",
-        "--steps",
-        "2000",
-        "--check",
-        "--out",
-        out,
-    ]))?;
+    train_small_all("train_gpt_soak", &["--quiet"], &["--check"])?;
     eprintln!("xtask soak: the test suite's leak check");
     leaks()?;
     eprintln!("xtask soak: passed");
@@ -438,13 +422,24 @@ fn soak() -> Result<()> {
 /// The training example on the small config under all four policies: the
 /// table, one block's memory report and the plots (in `target/train_gpt_out`).
 fn demo() -> Result<()> {
-    let out = repo_root().join("target").join("train_gpt_out");
+    eprintln!("xtask demo: building and running examples/train_gpt (a crate of its own)");
+    train_small_all("train_gpt_out", &[], &[])
+}
+
+/// The training example on the small config, every policy, 2000 steps (what
+/// `demo` shows and `soak` checks), writing into `target/<out>`.
+fn train_small_all(out: &str, cargo_flags: &[&str], flags: &[&str]) -> Result<()> {
+    let out = repo_root().join("target").join(out);
     let out = out.to_str().ok_or("the repository path is not UTF-8")?;
     let args = [
         "--config", "small", "--policy", "all", "--steps", "2000", "--out", out,
     ];
-    eprintln!("xtask demo: building and running examples/train_gpt (a crate of its own)");
-    run(train_cargo().args(["run", "--release", "--"]).args(args))
+    run(train_cargo()
+        .args(["run", "--release"])
+        .args(cargo_flags)
+        .arg("--")
+        .args(args)
+        .args(flags))
 }
 
 /// The `.cargo/config.toml` that points a crate's torch-sys at `torch`.
