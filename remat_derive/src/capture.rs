@@ -1,7 +1,7 @@
 //! `#[derive(Capture)]`: capture a struct (or enum) field by field.
 //!
 //! Each field is captured with its own `Capture` impl (a shallow clone for a
-//! tensor, a clone for plain data, a new handle for `Rc`/`Arc`), so a
+//! tensor, a clone for plain data, a new handle for an `Arc`), so a
 //! module made of capturable parts is capturable. Type parameters get a
 //! `Capture` bound. Each field's call carries the field type's span, so a
 //! field that cannot be captured is reported at that field.

@@ -1,13 +1,14 @@
 //! What a `#[checkpoint]` function's closure may own.
 
-use std::rc::Rc;
 use std::sync::Arc;
 use tch::Tensor;
 
 /// A value a checkpoint closure can own: replay runs inside backward, after
 /// the function returned, so the closure keeps its own copy of everything it
-/// uses. Capturing is cheap: tensors are shallow clones (the same tensor),
-/// shared pointers are cloned.
+/// uses, and `Send`, since replay may run on an autograd worker thread (so
+/// an `Rc` is not `Capture`; an `Arc<T>` is when `T: Send + Sync`). Capturing
+/// is cheap: tensors are shallow clones (the same tensor), shared pointers are
+/// cloned.
 ///
 /// `#[derive(Capture)]` implements it for structs whose fields implement it.
 ///
@@ -52,9 +53,10 @@ use tch::Tensor;
     note = "implement `remat::Capture` for it (`#[derive(Capture)]` on a struct of capturable fields), \
             use the `remat::nn` module of the same name (tch's own modules cannot be rebuilt), \
             wrap it in `remat::Shared::new(..)` (not an `Arc`: tch types are not `Sync`), \
-            or pass it as a tensor parameter"
+            or pass it as a tensor parameter",
+    note = "a captured value must be `Send` (replay may run on an autograd worker thread): for an `Rc`, use an `Arc`"
 )]
-pub trait Capture: Sized + 'static {
+pub trait Capture: Sized + Send + 'static {
     /// An owned handle to the same value.
     fn capture(&self) -> Self;
 }
@@ -118,19 +120,10 @@ impl<T: Capture, const N: usize> Capture for [T; N] {
     }
 }
 
-impl<T: ?Sized + 'static> Capture for Arc<T> {
+// `Send + Sync`: an `Arc` is `Send` only then (an `Arc<Tensor>` is not).
+impl<T: ?Sized + Send + Sync + 'static> Capture for Arc<T> {
     fn capture(&self) -> Self {
         Arc::clone(self)
-    }
-}
-
-/// Compiles, but a checkpoint closure must be `Send` (replay may run on an
-/// autograd worker thread), so an `Rc` can only be captured by a closure you
-/// do not hand to a checkpoint; prefer `Arc` (for `Send + Sync` values) or
-/// `remat::Shared` (for tch types, which are not `Sync`).
-impl<T: ?Sized + 'static> Capture for Rc<T> {
-    fn capture(&self) -> Self {
-        Rc::clone(self)
     }
 }
 

@@ -63,7 +63,7 @@ impl<T> Clone for Shared<T> {
     }
 }
 
-impl<T: 'static> Capture for Shared<T> {
+impl<T: Send + 'static> Capture for Shared<T> {
     fn capture(&self) -> Self {
         self.clone()
     }

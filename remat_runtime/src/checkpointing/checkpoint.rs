@@ -261,7 +261,7 @@ impl Checkpoint {
         I: CheckpointInputs,
         O: RegionOutput,
         F: Fn(I::Owned) -> O,
-        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
+        F: ReplayableClosure<I::Owned, O>,
     {
         match self.run(inputs, body) {
             Ok(out) => out,
@@ -282,7 +282,7 @@ impl Checkpoint {
         I: CheckpointInputs,
         O: RegionOutput,
         F: Fn(I::Owned) -> O,
-        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
+        F: ReplayableClosure<I::Owned, O>,
     {
         let name = self.name.clone().unwrap_or_else(|| "<unnamed>".into());
         match catch_quietly(|| self.run(inputs, body)) {
@@ -306,7 +306,7 @@ impl Checkpoint {
         I: CheckpointInputs,
         O: RegionOutput,
         F: Fn(I::Owned) -> O,
-        F: ReplayableClosure<I::Owned, O>, // replayed after `call` returns: must OWN what it uses (move clones in)
+        F: ReplayableClosure<I::Owned, O>,
     {
         let mut flat = Vec::new();
         inputs.flatten(&mut flat);

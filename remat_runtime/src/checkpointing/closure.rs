@@ -2,6 +2,14 @@
 //!
 //! Invariant: implemented for exactly the closures that `Checkpoint::call`
 //! can keep and replay: `Fn`, `Send` and `'static`.
+//!
+//! Why `do_not_recommend`: without it rustc reports the deepest unmet
+//! obligation of the blanket impl (for a closure borrowing `&self.w`, "`*mut
+//! C_tensor` cannot be shared between threads safely", pointing into tch),
+//! and our message becomes a note. With it, the first error is ours, at the
+//! closure. A closure that borrows only `Sync` data passes this check (lifetimes
+//! are erased when traits are selected) and gets rustc's borrow error ("borrowed
+//! data escapes"), which already points at the borrow.
 
 /// A closure a checkpoint can replay: it runs again inside backward, after
 /// `call` returned (possibly on an autograd worker thread), so it must own
@@ -24,14 +32,18 @@
 /// replayable(&f);
 /// ```
 #[diagnostic::on_unimplemented(
-    message = "this closure cannot be a checkpoint's body: it is replayed during backward, after `call` returns",
-    label = "must be `Fn({I}) -> {O}`, own what it uses (`move`), and be `Send`",
-    note = "move shallow clones in (`let w = self.w.shallow_clone(); move |x| x.matmul(&w)`), \
-            capture a module with `.capture()` (`remat::nn` modules, `#[derive(Capture)]`), \
-            or use `#[checkpoint]`; for anything else, `remat::Shared::new(value)`"
+    message = "this closure cannot be a checkpoint's body: it runs again during backward, after `call` returns, so it must own what it uses",
+    label = "borrows or holds something it cannot take along (a reference, an `Rc`, a non-`Send` value)",
+    note = "move owned handles in: `let w = self.w.shallow_clone();` then `move |x| x.matmul(&w)` \
+            (a shallow clone is the same tensor, not a copy)",
+    note = "or capture a whole module: `let m = self.mlp.capture();` (`remat::nn` modules and `#[derive(Capture)]` structs), \
+            or write the function with `#[checkpoint]`, which captures `self` for you",
+    note = "for a value without `Capture`, `remat::Shared::new(value)`; not an `Arc`: tch's `Tensor` is not `Sync`, so `Arc<Tensor>` is not `Send`",
+    note = "the closure must also be `Fn({I}) -> {O}`: it takes its inputs by value"
 )]
 pub trait ReplayableClosure<I, O>: Fn(I) -> O + Send + 'static {}
 
+#[diagnostic::do_not_recommend]
 impl<I, O, F> ReplayableClosure<I, O> for F
 where
     F: Fn(I) -> O + 'static,

@@ -136,7 +136,7 @@ conv_forward!(1, conv1d);
 conv_forward!(2, conv2d);
 conv_forward!(3, conv3d);
 
-impl<ND: Copy + 'static> Capture for Conv<ND> {
+impl<ND: Copy + Send + 'static> Capture for Conv<ND> {
     fn capture(&self) -> Self {
         Conv {
             ws: self.ws.capture(),

@@ -13,6 +13,49 @@ use tch::Tensor;
 type Plain = Box<dyn Fn(&Tensor) -> Tensor + Send>;
 type WithTrain = Box<dyn Fn(&Tensor, bool) -> Tensor + Send>;
 
+/// A closure that can be a capturable layer: checkpoints replay the layer
+/// during backward, after the code that built the model has returned, so it
+/// must own what it uses. Implemented for every
+/// `Fn(&Tensor) -> Tensor + Send + 'static`.
+///
+/// ```
+/// use remat_runtime::nn::{self, LayerFn};
+/// fn layer<F: LayerFn>(_: &F) {}
+/// let w = tch::Tensor::ones([2, 2], tch::kind::FLOAT_CPU);
+/// let f = move |x: &tch::Tensor| x.matmul(&w); // owns its weight
+/// layer(&f);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "this closure cannot be a capturable layer: checkpoints run it again during backward, so it must own what it uses",
+    label = "borrows or holds something it cannot take along (a reference, an `Rc`, a non-`Send` value)",
+    note = "move owned handles in: `let w = self.w.shallow_clone();` then `move |x| x.matmul(&w)`",
+    note = "for a value without `Capture`, `remat::Shared::new(value)`; not an `Arc`: tch's `Tensor` is not `Sync`, so `Arc<Tensor>` is not `Send`"
+)]
+pub trait LayerFn: Fn(&Tensor) -> Tensor + Send + 'static {}
+
+// `do_not_recommend`: report the closure, not the deepest unmet bound (see
+// checkpointing/closure.rs).
+#[diagnostic::do_not_recommend]
+impl<F> LayerFn for F where F: Fn(&Tensor) -> Tensor + Send + 'static {}
+
+/// [`LayerFn`] for closures that also take the train flag.
+///
+/// ```
+/// use remat_runtime::nn::LayerFnT;
+/// fn layer<F: LayerFnT>(_: &F) {}
+/// layer(&|x: &tch::Tensor, train: bool| x.dropout(0.1, train));
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "this closure cannot be a capturable layer: checkpoints run it again during backward, so it must own what it uses",
+    label = "borrows or holds something it cannot take along (a reference, an `Rc`, a non-`Send` value)",
+    note = "move owned handles in: `let w = self.w.shallow_clone();` then `move |x, train| x.matmul(&w)`",
+    note = "for a value without `Capture`, `remat::Shared::new(value)`; not an `Arc`: tch's `Tensor` is not `Sync`, so `Arc<Tensor>` is not `Send`"
+)]
+pub trait LayerFnT: Fn(&Tensor, bool) -> Tensor + Send + 'static {}
+
+#[diagnostic::do_not_recommend]
+impl<F> LayerFnT for F where F: Fn(&Tensor, bool) -> Tensor + Send + 'static {}
+
 /// tch's `Func` (a layer from a closure), capturable.
 #[derive(Clone)]
 pub struct Func {
@@ -30,7 +73,8 @@ pub struct Func {
 /// ```
 pub fn func<F>(f: F) -> Func
 where
-    F: Fn(&Tensor) -> Tensor + Send + 'static,
+    F: Fn(&Tensor) -> Tensor,
+    F: LayerFn,
 {
     Func {
         f: Shared::new(Box::new(f)),
@@ -72,7 +116,8 @@ pub struct FuncT {
 /// ```
 pub fn func_t<F>(f: F) -> FuncT
 where
-    F: Fn(&Tensor, bool) -> Tensor + Send + 'static,
+    F: Fn(&Tensor, bool) -> Tensor,
+    F: LayerFnT,
 {
     FuncT {
         f: Shared::new(Box::new(f)),

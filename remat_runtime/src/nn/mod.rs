@@ -24,7 +24,7 @@ pub use crate::shared::Shared;
 pub use batch_norm::{batch_norm1d, batch_norm2d, batch_norm3d, BatchNorm};
 pub use conv::{conv, conv1d, conv2d, conv3d, Conv, Conv1D, Conv2D, Conv3D};
 pub use embedding::{embedding, Embedding};
-pub use func::{func, func_t, Func, FuncT};
+pub use func::{func, func_t, Func, FuncT, LayerFn, LayerFnT};
 pub use group_norm::{group_norm, GroupNorm};
 pub use layer_norm::{layer_norm, LayerNorm};
 pub use sequential::{seq, seq_t, CaptureModule, CaptureModuleT, Sequential, SequentialT};

@@ -5,7 +5,7 @@
 //! and `SequentialT` do.
 
 use crate::capture::Capture;
-use crate::nn::func::{func, func_t};
+use crate::nn::func::{func, func_t, LayerFn, LayerFnT};
 use tch::nn::{Module, ModuleT};
 use tch::Tensor;
 
@@ -113,7 +113,8 @@ impl Sequential {
     /// ```
     pub fn add_fn<F>(self, f: F) -> Self
     where
-        F: Fn(&Tensor) -> Tensor + Send + 'static,
+        F: Fn(&Tensor) -> Tensor,
+        F: LayerFn,
     {
         self.add(func(f))
     }
@@ -226,7 +227,8 @@ impl SequentialT {
     /// ```
     pub fn add_fn<F>(self, f: F) -> Self
     where
-        F: Fn(&Tensor) -> Tensor + Send + 'static,
+        F: Fn(&Tensor) -> Tensor,
+        F: LayerFn,
     {
         self.add(func(f))
     }
@@ -239,7 +241,8 @@ impl SequentialT {
     /// ```
     pub fn add_fn_t<F>(self, f: F) -> Self
     where
-        F: Fn(&Tensor, bool) -> Tensor + Send + 'static,
+        F: Fn(&Tensor, bool) -> Tensor,
+        F: LayerFnT,
     {
         self.add(func_t(f))
     }
