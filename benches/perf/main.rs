@@ -12,7 +12,12 @@
 //! - `run [--quick] --out FILE --python PY --script peers.py --command TEXT`
 //! - `rss <policy> <config> <steps>`: the memory child (one JSON line)
 //! - `chain <rounds>`: only the per-region chain, one line per round
+//! - `planner [--quick] --out FILE`: only section 4 (the planner), as
+//!   markdown in FILE, with its plot beside it
 
+mod pareto;
+mod planner;
+mod planner_report;
 mod python;
 mod report;
 mod rust_side;
@@ -44,14 +49,23 @@ pub struct Plan {
     pub deep_steps: usize,
     /// The config of the memory children (`deep`; `medium` in a quick run).
     pub memory_config: &'static str,
+    /// Planner, small config: rounds over every assignment.
+    pub planner_small_rounds: usize,
+    /// Planner, medium config: rounds over hand policies and plans.
+    pub planner_medium_rounds: usize,
+    /// Planner, medium config: budgets in the sweep.
+    pub planner_budgets: usize,
 }
 
 const FULL: Plan = Plan {
-    step_rounds: [("small", 15), ("medium", 3)],
+    step_rounds: [("small", 15), ("medium", 5)],
     chain_rounds: 15,
     chain_reps: 9,
     deep_steps: 5,
     memory_config: "deep",
+    planner_small_rounds: 21,
+    planner_medium_rounds: 7,
+    planner_budgets: 9,
 };
 
 const QUICK: Plan = Plan {
@@ -60,6 +74,9 @@ const QUICK: Plan = Plan {
     chain_reps: 3,
     deep_steps: 1,
     memory_config: "medium",
+    planner_small_rounds: 2,
+    planner_medium_rounds: 1,
+    planner_budgets: 3,
 };
 
 fn main() {
@@ -73,13 +90,14 @@ fn main() {
         Some("run") => run(&args[1..]),
         Some("rss") => rss(&args[1..]),
         Some("chain") => chain_only(&args[1..]),
+        Some("planner") => planner_only(&args[1..]),
         // `cargo test --all-targets` runs every bench without arguments:
         // the benchmark is `cargo xtask bench`'s, not the test suite's.
         None => {
             println!("perf: run by `cargo xtask bench` (nothing to do without arguments)");
             Ok(())
         }
-        _ => Err("usage: perf run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds>".into()),
+        _ => Err("usage: perf run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | planner [--quick] --out FILE".into()),
     };
     if let Err(e) = result {
         eprintln!("bench: error: {e}");
@@ -108,6 +126,36 @@ fn chain_only(args: &[String]) -> Result<(), String> {
             fb * 1e6
         );
     }
+    Ok(())
+}
+
+fn planner_only(args: &[String]) -> Result<(), String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let out = args
+        .iter()
+        .skip_while(|a| *a != "--out")
+        .nth(1)
+        .ok_or("planner needs --out FILE")?;
+    let plan = if quick { QUICK } else { FULL };
+    let mut text = String::new();
+    planner_section(&plan, std::path::Path::new(out), &mut text)?;
+    std::fs::write(out, text).map_err(|e| format!("cannot write {out}: {e}"))
+}
+
+/// Section 4: measures the planner on the small and medium configs, draws
+/// the Pareto plot next to `out` and appends the markdown to `text`.
+fn planner_section(plan: &Plan, out: &std::path::Path, text: &mut String) -> Result<(), String> {
+    let small = planner::small_check("small", SMALL, plan.planner_small_rounds, 3)?;
+    let frontier = planner::frontier(
+        "medium",
+        MEDIUM,
+        plan.planner_medium_rounds,
+        plan.planner_budgets,
+    )?;
+    let svg = out.with_file_name("pareto.svg");
+    pareto::draw(&svg, &frontier)?;
+    eprintln!("bench: Pareto plot written to {}", svg.display());
+    planner_report::render(text, &small, &frontier, "pareto.svg");
     Ok(())
 }
 
@@ -297,8 +345,12 @@ fn run(args: &[String]) -> Result<(), String> {
     }
     worker.quit();
 
+    // 4. The planner (Rust only).
+    let mut section4 = String::new();
+    planner_section(&plan, &opts.out, &mut section4)?;
+
     let elapsed = started.elapsed().as_secs_f64();
-    let text = report::render(&results, &machine, &opts.command, elapsed);
+    let text = report::render(&results, &machine, &opts.command, elapsed) + &section4;
     std::fs::write(&opts.out, text)
         .map_err(|e| format!("cannot write {}: {e}", opts.out.display()))?;
     eprintln!("bench: wrote {} in {elapsed:.0} s", opts.out.display());

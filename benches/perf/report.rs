@@ -134,8 +134,13 @@ fn label(imp: &str) -> &'static str {
 }
 
 fn ms(s: Summary) -> String {
+    ms_with(s, 1)
+}
+
+/// Seconds as milliseconds with `digits` decimals: median (quartiles).
+pub fn ms_with(s: Summary, digits: usize) -> String {
     format!(
-        "{:.1} ms ({:.1}–{:.1})",
+        "{:.digits$} ms ({:.digits$}–{:.digits$})",
         s.median * 1e3,
         s.q1 * 1e3,
         s.q3 * 1e3

@@ -16,8 +16,11 @@ fn repeated_layers_are_profiled_once() {
     assert_eq!(kind.regions, ["attention", "mlp"]);
     assert!(kind.can_disable);
     assert_eq!(kind.choices.len(), 5);
-    // One timing run, then one run per choice but the baseline.
-    assert_eq!(profile.runs, 1 + 4);
+    // One timing run, one run per choice but the baseline, then the
+    // calibration: a warm-up step, and per round (one) a step with every
+    // block whole and one with the kind's blocks checkpointed, all saved.
+    assert_eq!(profile.runs, 1 + 4 + 1 + 2);
+    assert!(kind.fixed_ns.is_some(), "{profile}");
     let (b, t, d) = (SMALL.b, SMALL.t, SMALL.d);
     assert_eq!(kind.input_sizes, [vec![b, t, d]]);
     assert_eq!(kind.input_bytes, b * t * d * 4);
@@ -154,4 +157,35 @@ fn the_plan_is_the_cheapest_within_budget() {
     }
     // Some budget is met best by treating the two layers differently.
     assert!(differing_layers);
+}
+
+/// The calibration times forward + backward, but its backward computes
+/// gradients for the checkpoints' inputs only: every parameter's `.grad`
+/// is still undefined after profiling. Its fixed cost enters every
+/// checkpointed choice's cost and no whole one.
+#[test]
+fn calibration_leaves_parameter_gradients_alone() {
+    let _serial = serial();
+    let s = Setup::new(SMALL);
+    let params = s.model.vs.trainable_variables();
+    assert!(!params.is_empty());
+    assert!(params.iter().all(|p| !p.grad().defined()));
+    let profile = s.profile();
+    for p in &params {
+        assert!(!p.grad().defined(), "the profiler accumulated a gradient");
+    }
+    let kind = &profile.kinds[0];
+    let fixed = kind.fixed_ns.expect("measured");
+    for c in &kind.choices {
+        let recomputed: u64 = (0..kind.regions.len())
+            .filter(|&r| !c.choice.save[r])
+            .map(|r| kind.region_ns[r])
+            .sum();
+        let expected = if c.choice.checkpointed {
+            kind.bare_ns + fixed + recomputed
+        } else {
+            0
+        };
+        assert_eq!(c.replay_ns, expected, "{}", c.choice);
+    }
 }

@@ -330,6 +330,7 @@ impl Checkpoint {
             }
         };
         if !enabled || !grad_enabled() {
+            profiling::note_inputs(&flat);
             return Ok(body(owned(flat)));
         }
         let profile =
@@ -386,7 +387,7 @@ impl Checkpoint {
             match &state.profile {
                 None => (body)(flat),
                 Some(call) => {
-                    let start = std::time::Instant::now();
+                    let start = profiling::DeviceTimer::start();
                     let parts = (body)(flat);
                     let mut call = lock(call);
                     call.elapsed = start.elapsed();

@@ -10,7 +10,7 @@ use crate::checkpointing::persist::persist;
 use crate::checkpointing::policy::Policy;
 use crate::checkpointing::save_region::{self, reject_grad_leaves};
 use crate::checkpointing::state::CheckpointState;
-use crate::diagnostics::profiling::RegionCall;
+use crate::diagnostics::profiling::{DeviceTimer, RegionCall};
 use crate::diagnostics::trace;
 use crate::error::{Error, Result};
 use crate::io::{RegionInputs, RegionOutput};
@@ -18,7 +18,6 @@ use crate::sync::lock;
 use std::borrow::Cow;
 use std::panic::Location;
 use std::sync::Arc;
-use std::time::Instant;
 use tch::Tensor;
 
 /// A region about to be called; see [`region`].
@@ -176,7 +175,7 @@ impl Region {
                 let call = call.clone();
                 let (name, declared) = (self.name.to_string(), self.policy);
                 let timed = move |inputs| {
-                    let start = Instant::now();
+                    let start = DeviceTimer::start();
                     let out = body(inputs);
                     lock(&call).regions.push(RegionCall {
                         name,

@@ -12,9 +12,41 @@ use crate::sync::lock;
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use tch::Tensor;
+
+/// A wall-clock timer for profiled code that waits for queued GPU work at
+/// both ends: CUDA kernels run asynchronously, so without that the time
+/// would be the time of launching them. Only the profiler uses it, so
+/// training pays nothing.
+pub(crate) struct DeviceTimer(Instant);
+
+impl DeviceTimer {
+    pub(crate) fn start() -> DeviceTimer {
+        synchronize_devices();
+        DeviceTimer(Instant::now())
+    }
+
+    pub(crate) fn elapsed(&self) -> Duration {
+        synchronize_devices();
+        self.0.elapsed()
+    }
+}
+
+fn synchronize_devices() {
+    static DEVICES: OnceLock<i64> = OnceLock::new();
+    let n = *DEVICES.get_or_init(|| {
+        if tch::Cuda::is_available() {
+            tch::Cuda::device_count()
+        } else {
+            0
+        }
+    });
+    for device in 0..n {
+        tch::Cuda::synchronize(device);
+    }
+}
 
 /// One region body run on a checkpoint's forward.
 #[derive(Clone, Debug)]
@@ -46,6 +78,33 @@ pub(crate) struct CheckpointCall {
 #[derive(Default)]
 pub(crate) struct ProfileSink {
     pub calls: Mutex<Vec<Arc<Mutex<CheckpointCall>>>>,
+    /// Calibration runs only: the inputs that require grad of every
+    /// checkpoint call, checkpointed or not (the profiler's backward
+    /// computes gradients for these, so that it replays every checkpoint
+    /// downstream without touching parameters' gradients).
+    pub grad_inputs: Option<Mutex<Vec<Tensor>>>,
+}
+
+/// Notes a checkpoint call's inputs for a calibration run (see
+/// [`ProfileSink::grad_inputs`]); nothing when not profiling.
+pub(crate) fn note_inputs(inputs: &[Option<Tensor>]) {
+    SINK.with(|s| {
+        if let Some(sink) = s.borrow().as_ref() {
+            note_into(sink, inputs);
+        }
+    });
+}
+
+fn note_into(sink: &ProfileSink, inputs: &[Option<Tensor>]) {
+    if let Some(grad_inputs) = &sink.grad_inputs {
+        lock(grad_inputs).extend(
+            inputs
+                .iter()
+                .flatten()
+                .filter(|t| t.requires_grad())
+                .map(Tensor::shallow_clone),
+        );
+    }
 }
 
 thread_local! {
@@ -81,6 +140,7 @@ pub(crate) fn start_call(
     inputs: &[Option<Tensor>],
 ) -> Option<Arc<Mutex<CheckpointCall>>> {
     let sink = SINK.with(|s| s.borrow().clone())?;
+    note_into(&sink, inputs);
     let mut seen = HashSet::new();
     let mut input_bytes = 0;
     for t in inputs.iter().flatten() {

@@ -49,6 +49,47 @@ impl<M: ModuleT + Capture> CaptureModuleT for M {
     }
 }
 
+/// `xs` through every layer in order; the input itself (a shallow clone)
+/// when there are none, as in tch.
+fn fold<L: ?Sized>(
+    layers: &[Box<L>],
+    xs: &Tensor,
+    apply: impl Fn(&L, &Tensor) -> Tensor,
+) -> Tensor {
+    match layers.split_first() {
+        None => xs.shallow_clone(),
+        Some((first, rest)) => rest
+            .iter()
+            .fold(apply(first, xs), |xs, layer| apply(layer, &xs)),
+    }
+}
+
+/// The outputs of the first `n` layers (all when `None`), in order; tch's
+/// `forward_all`, whose first layer always runs.
+fn fold_all<L: ?Sized>(
+    layers: &[Box<L>],
+    xs: &Tensor,
+    n: Option<usize>,
+    apply: impl Fn(&L, &Tensor) -> Tensor,
+) -> Vec<Tensor> {
+    let Some((first, _)) = layers.split_first() else {
+        return vec![xs.shallow_clone()];
+    };
+    let n = n.unwrap_or(layers.len());
+    let mut all = vec![];
+    let out = layers
+        .iter()
+        .take(n)
+        .skip(1)
+        .fold(apply(first, xs), |xs, layer| {
+            let out = apply(layer, &xs);
+            all.push(xs);
+            out
+        });
+    all.push(out);
+    all
+}
+
 /// tch's `Sequential`, capturable.
 #[derive(Debug)]
 pub struct Sequential {
@@ -128,32 +169,13 @@ impl Sequential {
     /// assert_eq!(outs.iter().map(|t| f64::try_from(t).unwrap()).collect::<Vec<_>>(), [2.0, 3.0]);
     /// ```
     pub fn forward_all(&self, xs: &Tensor, n: Option<usize>) -> Vec<Tensor> {
-        if self.layers.is_empty() {
-            return vec![xs.shallow_clone()];
-        }
-        let n = n.unwrap_or(self.layers.len());
-        let xs = self.layers[0].forward(xs);
-        let mut all = vec![];
-        let out = self.layers.iter().take(n).skip(1).fold(xs, |xs, layer| {
-            let out = layer.forward(&xs);
-            all.push(xs);
-            out
-        });
-        all.push(out);
-        all
+        fold_all(&self.layers, xs, n, |layer, xs| layer.forward(xs))
     }
 }
 
 impl Module for Sequential {
     fn forward(&self, xs: &Tensor) -> Tensor {
-        if self.layers.is_empty() {
-            return xs.shallow_clone();
-        }
-        let xs = self.layers[0].forward(xs);
-        self.layers
-            .iter()
-            .skip(1)
-            .fold(xs, |xs, layer| layer.forward(&xs))
+        fold(&self.layers, xs, |layer, xs| layer.forward(xs))
     }
 }
 
@@ -255,32 +277,13 @@ impl SequentialT {
     /// assert_eq!(s.forward_all_t(&tch::Tensor::from(1.0), false, None).len(), 2);
     /// ```
     pub fn forward_all_t(&self, xs: &Tensor, train: bool, n: Option<usize>) -> Vec<Tensor> {
-        if self.layers.is_empty() {
-            return vec![xs.shallow_clone()];
-        }
-        let n = n.unwrap_or(self.layers.len());
-        let xs = self.layers[0].forward_t(xs, train);
-        let mut all = vec![];
-        let out = self.layers.iter().take(n).skip(1).fold(xs, |xs, layer| {
-            let out = layer.forward_t(&xs, train);
-            all.push(xs);
-            out
-        });
-        all.push(out);
-        all
+        fold_all(&self.layers, xs, n, |layer, xs| layer.forward_t(xs, train))
     }
 }
 
 impl ModuleT for SequentialT {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        if self.layers.is_empty() {
-            return xs.shallow_clone();
-        }
-        let xs = self.layers[0].forward_t(xs, train);
-        self.layers
-            .iter()
-            .skip(1)
-            .fold(xs, |xs, layer| layer.forward_t(&xs, train))
+        fold(&self.layers, xs, |layer, xs| layer.forward_t(xs, train))
     }
 }
 

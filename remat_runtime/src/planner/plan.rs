@@ -290,15 +290,8 @@ impl Plan {
     /// ```
     pub fn for_peak_budget(profile: &Profile, bytes: i64) -> Result<Plan> {
         // Exact: try every cap on the largest working set.
-        let mut caps: Vec<i64> = profile
-            .kinds
-            .iter()
-            .flat_map(|k| k.choices.iter().map(|c| c.working_set))
-            .collect();
-        caps.sort_unstable();
-        caps.dedup();
         let mut best: Option<Plan> = None;
-        for w in caps {
+        for w in working_set_caps(profile) {
             let allowed = move |c: &ChoiceCost| c.working_set <= w;
             if let Some(choices) = solve(profile, &allowed, bytes - w - profile.baseline_bytes) {
                 let plan = Plan::build(profile, Target::Peak, Some(bytes), &choices);
@@ -598,9 +591,9 @@ fn list(names: &[String]) -> String {
     }
 }
 
-/// The least predicted peak of any plan (the peak is not additive, so this
-/// takes the least over caps on the working set).
-fn assignments_min_peak(profile: &Profile) -> i64 {
+/// Every distinct working set of a choice, ascending: the caps on the
+/// largest replay's working set that the peak target tries.
+fn working_set_caps(profile: &Profile) -> Vec<i64> {
     let mut caps: Vec<i64> = profile
         .kinds
         .iter()
@@ -608,7 +601,14 @@ fn assignments_min_peak(profile: &Profile) -> i64 {
         .collect();
     caps.sort_unstable();
     caps.dedup();
-    caps.into_iter()
+    caps
+}
+
+/// The least predicted peak of any plan (the peak is not additive, so this
+/// takes the least over caps on the working set).
+fn assignments_min_peak(profile: &Profile) -> i64 {
+    working_set_caps(profile)
+        .into_iter()
         .filter_map(|w| {
             let least: Option<i64> = profile
                 .layer_kind

@@ -14,13 +14,23 @@
 //! only their boundary tensors are shared, and those are kept under every
 //! choice (as a checkpoint input, or saved by the first op reading them).
 //!
-//! Invariant: the profiler never runs backward (parameters' gradients are
-//! untouched) and leaves no plan active.
+//! The model of time: a checkpointed block costs its replay (the forward
+//! time of what runs again) plus a fixed cost of checkpointing it (the
+//! runtime's work on the forward and in backward: hooks, placeholders, the
+//! replay's own bookkeeping). Region and closure times are measured on the
+//! forward; the fixed cost is calibrated by timing forward + backward with
+//! a kind's blocks checkpointed and everything saved against all blocks
+//! whole.
+//!
+//! Invariant: the profiler never accumulates gradients (its calibration
+//! backward computes gradients for the checkpoints' inputs only, as
+//! `torch.autograd.grad` does, so parameters' `.grad` are untouched) and
+//! leaves no plan active.
 
 use crate::checkpointing::auto::{self, DecisionTable};
 use crate::checkpointing::policy::Policy;
 use crate::diagnostics::format::human_bytes;
-use crate::diagnostics::profiling::{record_into, CheckpointCall, ProfileSink};
+use crate::diagnostics::profiling::{record_into, CheckpointCall, DeviceTimer, ProfileSink};
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
 use crate::error::{Error, Result};
 use crate::planner::choice::{decision_table, Choice};
@@ -41,8 +51,9 @@ pub struct ChoiceCost {
     /// Bytes kept at the forward→backward point, relative to the baseline
     /// (every planned checkpoint on, every `Auto` region recomputed).
     pub bytes: i64,
-    /// Time its replay costs in backward (forward times of the code that
-    /// runs again), in nanoseconds.
+    /// Time it adds to a step, in nanoseconds: for a checkpointed choice,
+    /// the forward time of the code that runs again plus the kind's
+    /// [`LayerKind::fixed_ns`]; 0 when whole.
     pub replay_ns: u64,
     /// Bytes its replay rebuilds while the backward goes through it: what
     /// the block keeps whole minus what this choice keeps (0 when whole).
@@ -70,6 +81,13 @@ pub struct LayerKind {
     /// Forward time of what replays under every choice: the closure minus
     /// its `Auto` regions and its fixed `Save` regions, ns.
     pub bare_ns: u64,
+    /// The fixed cost of checkpointing one block of this kind, beyond its
+    /// bare code's replay, ns: measured (forward + backward, the kind's
+    /// blocks checkpointed with every region saved, against every block
+    /// whole) for kinds the plan may turn off; `None` when not measured
+    /// (a kind that is always checkpointed, where it is the same under
+    /// every plan, or a model whose checkpoints' inputs need no gradient).
+    pub fixed_ns: Option<u64>,
     /// Bytes each `Auto` region adds when it alone is `Save` (its saves and
     /// the outputs kept for consumers).
     pub save_bytes: Vec<i64>,
@@ -148,12 +166,16 @@ impl fmt::Display for Profile {
                 .collect();
             writeln!(
                 f,
-                "  {} (x{}): inputs {}, whole {}, bare code {:.3} ms",
+                "  {} (x{}): inputs {}, whole {}, bare code {:.3} ms, fixed cost {}",
                 names.join(", "),
                 names.len(),
                 human_bytes(kind.input_bytes),
                 kind.whole_bytes.map_or("-".into(), human_bytes),
-                kind.bare_ns as f64 / 1e6
+                kind.bare_ns as f64 / 1e6,
+                kind.fixed_ns.map_or("not measured".into(), |ns| format!(
+                    "{:.3} ms",
+                    ns as f64 / 1e6
+                ))
             )?;
             for (r, name) in kind.regions.iter().enumerate() {
                 writeln!(
@@ -227,12 +249,16 @@ pub fn profile(forward: impl FnMut() -> Tensor) -> Result<Profile> {
 }
 
 /// Profiles a model for the planner: `forward` runs the model's forward
-/// and returns the loss (the profiler drops it without backward, so
-/// gradients are untouched). It is called `timing_runs` times with no plan
+/// and returns the loss. It is called `timing_runs` times with no plan
 /// (every planned checkpoint on, every `Auto` region recomputed: the
 /// baseline; times are medians over these runs and over the checkpoints of
 /// a kind), then once per other choice of each kind of checkpoint, with
-/// only one checkpoint of the kind changed.
+/// only one checkpoint of the kind changed; these losses are dropped
+/// without backward. Then, to calibrate the fixed cost of checkpointing
+/// ([`LayerKind::fixed_ns`]), `1 + timing_runs × (1 + K)` forward and
+/// backward steps for the K kinds a plan may turn off; their backward
+/// computes gradients for the checkpoints' inputs only (as
+/// `torch.autograd.grad` does), so parameters' gradients are untouched.
 ///
 /// A planned checkpoint is one built with `auto()` or holding a
 /// `Policy::Auto` region; it needs a name unique in the forward. The
@@ -302,10 +328,102 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
             let bytes = run(Some(Arc::new(table)), None);
             profile.kinds[k].choices[c].bytes = bytes - baseline_bytes;
         }
-        finish_kind(&mut profile.kinds[k]);
+    }
+    runs += calibrate(&mut profile, &mut forward, timing_runs.max(1))?;
+    for kind in &mut profile.kinds {
+        finish_kind(kind);
     }
     profile.runs = runs;
     Ok(profile)
+}
+
+/// One forward + backward under `table`, timed; the backward computes
+/// gradients for the checkpoints' inputs only. `None` when no checkpoint
+/// input requires grad (nothing to time the backward with).
+fn timed_step(forward: &mut impl FnMut() -> Tensor, table: DecisionTable) -> Result<Option<u64>> {
+    let sink = Arc::new(ProfileSink {
+        grad_inputs: Some(Default::default()),
+        ..ProfileSink::default()
+    });
+    let _plan = auto::push(Some(Arc::new(table)));
+    let _sink = record_into(sink.clone());
+    let timer = DeviceTimer::start();
+    let loss = forward();
+    let inputs = std::mem::take(&mut *lock(sink.grad_inputs.as_ref().expect("set above")));
+    if inputs.is_empty() || !loss.requires_grad() {
+        return Ok(None);
+    }
+    Tensor::f_run_backward(&[&loss], &inputs, false, false).map_err(|e| {
+        Error::Plan(format!(
+            "the profiler's timing backward failed (the forward must return a loss that \
+             backpropagates through its checkpoints): {e}"
+        ))
+    })?;
+    Ok(Some(timer.elapsed().as_nanos() as u64))
+}
+
+/// Measures [`LayerKind::fixed_ns`] for the kinds a plan may turn off:
+/// per round, one step with every such block whole, then per kind one step
+/// with that kind's blocks checkpointed and every region saved (the other
+/// blocks whole); the per-block difference, less the bare code's replay,
+/// as a median over rounds. Returns the forward runs it took.
+fn calibrate(
+    profile: &mut Profile,
+    forward: &mut impl FnMut() -> Tensor,
+    rounds: usize,
+) -> Result<usize> {
+    let kinds: Vec<usize> = (0..profile.kinds.len())
+        .filter(|&k| profile.kinds[k].can_disable)
+        .collect();
+    if kinds.is_empty() {
+        return Ok(0);
+    }
+    // Whole is choice 0 of a kind that can be turned off; all-saved is the
+    // last (see `Choice::all`).
+    let whole: Vec<usize> = profile
+        .layer_kind
+        .iter()
+        .map(|&k| {
+            if profile.kinds[k].can_disable {
+                0
+            } else {
+                Profile::baseline_index(&profile.kinds[k])
+            }
+        })
+        .collect();
+    let table = |choices: &[usize]| profile.table("the profiler's calibration".into(), choices);
+    let mut runs = 1;
+    // Warm-up: the first backward pays one-time costs.
+    if timed_step(forward, table(&whole))?.is_none() {
+        return Ok(runs);
+    }
+    let mut per_block: Vec<Vec<i64>> = vec![Vec::new(); kinds.len()];
+    for _ in 0..rounds {
+        let Some(base) = timed_step(forward, table(&whole))? else {
+            return Ok(runs);
+        };
+        runs += 1;
+        for (j, &k) in kinds.iter().enumerate() {
+            let kind = &profile.kinds[k];
+            let mut choices = whole.clone();
+            for &m in &kind.members {
+                choices[m] = kind.choices.len() - 1;
+            }
+            let Some(t) = timed_step(forward, table(&choices))? else {
+                return Ok(runs);
+            };
+            runs += 1;
+            per_block[j].push((t as i64 - base as i64) / kind.members.len() as i64);
+        }
+    }
+    for (j, &k) in kinds.iter().enumerate() {
+        let mut v = std::mem::take(&mut per_block[j]);
+        v.sort_unstable();
+        let cost = v.get(v.len() / 2).copied().unwrap_or(0);
+        let kind = &mut profile.kinds[k];
+        kind.fixed_ns = Some((cost - kind.bare_ns as i64).max(0) as u64);
+    }
+    Ok(runs)
 }
 
 type Structure = (Vec<String>, Vec<LayerKind>, Vec<usize>);
@@ -370,6 +488,7 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
                     members: Vec::new(),
                     body_ns: 0,
                     bare_ns: 0,
+                    fixed_ns: None,
                     whole_bytes: None,
                     choices,
                 });
@@ -447,7 +566,7 @@ fn finish_kind(kind: &mut LayerKind) {
                 .filter(|&r| !c.choice.save[r])
                 .map(|r| kind.region_ns[r])
                 .sum();
-            c.replay_ns = kind.bare_ns + recomputed;
+            c.replay_ns = kind.bare_ns + kind.fixed_ns.unwrap_or(0) + recomputed;
             c.working_set = (whole.unwrap_or(most) - c.bytes).max(0);
         }
     }

@@ -1,0 +1,283 @@
+//! Section 4: the memory-budget planner against measured step times.
+//!
+//! Small config: every assignment the planner considers is measured, and
+//! at each budget the plan's choice is compared with the fastest measured
+//! assignment within that budget. Medium config: the hand policies, the
+//! plans at their bytes, and plans from the least bytes to `none`'s (the
+//! Pareto frontier). All variants of a config run interleaved, round by
+//! round, like the rest of the bench.
+
+use crate::rust_side::{policy_name, Setup};
+use crate::stats::{median, ratios};
+use remat::planner::{self, assignments, measure_kept_bytes, Choice, Plan};
+use remat_reference::model::{Config, ModelPolicy, POLICIES};
+
+/// What one variant runs: a hand policy, or the reference model's `Auto`
+/// regions under a plan.
+pub enum Runner {
+    Hand(ModelPolicy),
+    Plan(Box<Plan>),
+}
+
+/// One measured variant.
+pub struct Variant {
+    pub label: String,
+    pub runner: Runner,
+    /// Bytes kept at the forward→backward point, measured (remat's count).
+    pub bytes: i64,
+    /// The planner's prediction of those bytes, for plans.
+    pub predicted_bytes: Option<i64>,
+    /// Predicted replay time of a plan, seconds.
+    pub predicted_replay: Option<f64>,
+    /// Seconds per round (each the least of `reps` steps).
+    pub times: Vec<f64>,
+}
+
+impl Variant {
+    pub fn median(&self) -> f64 {
+        median(&self.times)
+    }
+}
+
+/// The small config's check: per budget, the plan against the best
+/// measured assignment within it (indexes into `assignments`).
+pub struct BudgetRow {
+    pub budget: i64,
+    pub plan: usize,
+    pub best: usize,
+}
+
+pub struct SmallCheck {
+    pub config: &'static str,
+    /// The profile, as printed (what the plans were made from).
+    pub profile: String,
+    pub rounds: usize,
+    pub assignments: Vec<Variant>,
+    pub rows: Vec<BudgetRow>,
+}
+
+/// The medium config's frontier: hand policies, plans at their bytes
+/// (indexes into `plans`, one per hand policy), and the budget sweep.
+pub struct Frontier {
+    pub config: &'static str,
+    /// The profile, as printed.
+    pub profile: String,
+    pub rounds: usize,
+    pub hand: Vec<Variant>,
+    pub plans: Vec<Variant>,
+    pub at_hand: Vec<usize>,
+    pub sweep: Vec<usize>,
+}
+
+fn choices_of(plan: &Plan) -> Vec<Choice> {
+    plan.layers.iter().map(|l| l.choice.clone()).collect()
+}
+
+/// A short label: per layer `whole` or its regions' S/R, e.g. `SR / whole`.
+pub fn plan_label(plan: &Plan) -> String {
+    plan.layers
+        .iter()
+        .map(|l| {
+            if l.choice.checkpointed {
+                l.choice
+                    .save
+                    .iter()
+                    .map(|&s| if s { 'S' } else { 'R' })
+                    .collect()
+            } else {
+                "whole".to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+fn profile(setup: &Setup) -> Result<planner::Profile, String> {
+    // Five timing runs: the plan is only as good as the forward times.
+    planner::profile_with(
+        || {
+            setup
+                .model
+                .loss(&setup.tokens, &setup.targets, ModelPolicy::Auto)
+        },
+        5,
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn plan_variant(setup: &Setup, plan: Plan) -> Variant {
+    let (loss, bytes) = plan.scope(|| {
+        measure_kept_bytes(|| {
+            setup
+                .model
+                .loss(&setup.tokens, &setup.targets, ModelPolicy::Auto)
+        })
+    });
+    drop(loss);
+    Variant {
+        label: plan_label(&plan),
+        bytes,
+        predicted_bytes: Some(plan.predicted.kept_bytes),
+        predicted_replay: Some(plan.predicted.replay_ns as f64 / 1e9),
+        runner: Runner::Plan(Box::new(plan)),
+        times: Vec::new(),
+    }
+}
+
+fn hand_variant(setup: &Setup, policy: ModelPolicy) -> Variant {
+    let (loss, bytes) =
+        measure_kept_bytes(|| setup.model.loss(&setup.tokens, &setup.targets, policy));
+    drop(loss);
+    Variant {
+        label: format!("`{}`", policy_name(policy)),
+        runner: Runner::Hand(policy),
+        bytes,
+        predicted_bytes: None,
+        predicted_replay: None,
+        times: Vec::new(),
+    }
+}
+
+/// Runs every variant once per round (a first, untimed round warms up),
+/// rotating the order; each round's value is the least of `reps` steps.
+fn measure(setup: &Setup, variants: &mut [&mut Variant], rounds: usize, reps: usize, what: &str) {
+    let n = variants.len();
+    for round in 0..=rounds {
+        for k in 0..n {
+            let v = &mut variants[(k + round) % n];
+            let best = (0..reps)
+                .map(|_| match &v.runner {
+                    Runner::Hand(p) => setup.step(*p).0,
+                    Runner::Plan(plan) => plan.scope(|| setup.step(ModelPolicy::Auto).0),
+                })
+                .fold(f64::INFINITY, f64::min);
+            if round > 0 {
+                v.times.push(best);
+            }
+        }
+        eprintln!("bench: planner, {what}, round {round}/{rounds}");
+    }
+}
+
+/// Every assignment of `cfg` measured; per distinct budget (the bytes of
+/// some assignment), the plan's choice and the fastest within it.
+pub fn small_check(
+    config: &'static str,
+    cfg: Config,
+    rounds: usize,
+    reps: usize,
+) -> Result<SmallCheck, String> {
+    let setup = Setup::new(cfg);
+    let profile = profile(&setup)?;
+    let mut all: Vec<Variant> = assignments(&profile)
+        .iter()
+        .map(|c| {
+            let plan = Plan::from_choices(&profile, c).map_err(|e| e.to_string())?;
+            Ok(plan_variant(&setup, plan))
+        })
+        .collect::<Result<_, String>>()?;
+    {
+        let mut refs: Vec<&mut Variant> = all.iter_mut().collect();
+        measure(&setup, &mut refs, rounds, reps, config);
+    }
+    let mut budgets: Vec<i64> = all.iter().map(|v| v.bytes).collect();
+    budgets.sort_unstable();
+    budgets.dedup();
+    let mut rows = Vec::new();
+    for budget in budgets {
+        let plan = Plan::for_budget(&profile, budget).map_err(|e| e.to_string())?;
+        let label = plan_label(&plan);
+        let plan_index = all
+            .iter()
+            .position(|v| v.label == label)
+            .ok_or(format!("the plan {label} is not among the assignments"))?;
+        let best = (0..all.len())
+            .filter(|&i| all[i].bytes <= budget)
+            .min_by(|&a, &b| all[a].median().total_cmp(&all[b].median()))
+            .expect("the plan's own assignment is within its budget");
+        rows.push(BudgetRow {
+            budget,
+            plan: plan_index,
+            best,
+        });
+    }
+    Ok(SmallCheck {
+        config,
+        profile: profile.to_string(),
+        rounds,
+        assignments: all,
+        rows,
+    })
+}
+
+/// The hand policies, the plans at their bytes and `budgets` plans from
+/// the least bytes to `none`'s, measured interleaved; identical plans run
+/// once.
+pub fn frontier(
+    config: &'static str,
+    cfg: Config,
+    rounds: usize,
+    budgets: usize,
+) -> Result<Frontier, String> {
+    let setup = Setup::new(cfg);
+    let profile = profile(&setup)?;
+    let mut hand: Vec<Variant> = POLICIES
+        .into_iter()
+        .map(|p| hand_variant(&setup, p))
+        .collect();
+    let mut plans: Vec<Variant> = Vec::new();
+    let mut keys: Vec<Vec<Choice>> = Vec::new();
+    let mut index_of = |plan: Plan, plans: &mut Vec<Variant>| {
+        let key = choices_of(&plan);
+        match keys.iter().position(|k| *k == key) {
+            Some(i) => i,
+            None => {
+                keys.push(key);
+                plans.push(plan_variant(&setup, plan));
+                plans.len() - 1
+            }
+        }
+    };
+    let mut at_hand = Vec::new();
+    for h in &hand {
+        let plan = Plan::for_budget(&profile, h.bytes).map_err(|e| e.to_string())?;
+        at_hand.push(index_of(plan, &mut plans));
+    }
+    let least = Plan::minimum(&profile).predicted.kept_bytes;
+    let most = hand.iter().map(|h| h.bytes).max().unwrap_or(least);
+    let mut sweep = Vec::new();
+    for i in 0..budgets {
+        let budget = least + (most - least) * i as i64 / (budgets as i64 - 1).max(1);
+        let plan = Plan::for_budget(&profile, budget).map_err(|e| e.to_string())?;
+        let k = index_of(plan, &mut plans);
+        if !sweep.contains(&k) {
+            sweep.push(k);
+        }
+    }
+    {
+        let mut refs: Vec<&mut Variant> = hand.iter_mut().chain(plans.iter_mut()).collect();
+        measure(&setup, &mut refs, rounds, 1, config);
+    }
+    Ok(Frontier {
+        config,
+        profile: profile.to_string(),
+        rounds,
+        hand,
+        plans,
+        at_hand,
+        sweep,
+    })
+}
+
+/// Per-round ratios of two variants' times.
+pub fn round_ratios(a: &Variant, b: &Variant) -> Vec<f64> {
+    ratios(&a.times, &b.times)
+}
+
+/// The fastest hand policy (by median) keeping at most `bytes`, if any.
+pub fn best_hand_within(f: &Frontier, bytes: i64) -> Option<&Variant> {
+    f.hand
+        .iter()
+        .filter(|h| h.bytes <= bytes)
+        .min_by(|a, b| a.median().total_cmp(&b.median()))
+}

@@ -1,0 +1,173 @@
+//! The markdown of section 4 (the planner) of docs/performance.md.
+
+use crate::planner::{best_hand_within, round_ratios, Frontier, SmallCheck, Variant};
+use crate::report::ms_with;
+use crate::stats::{summary, Summary};
+use std::fmt::Write;
+
+/// The small config's bound: the plan's measured step time within this
+/// factor of the fastest measured assignment in its budget.
+pub const SMALL_BOUND: f64 = 1.05;
+
+fn ms(v: &Variant) -> String {
+    ms_with(summary(&v.times), 2)
+}
+
+fn ratio(s: Summary) -> String {
+    format!("{:.3}× ({:.3}–{:.3})", s.median, s.q1, s.q3)
+}
+
+fn kib(b: i64) -> String {
+    format!("{:.1} KiB", b as f64 / 1024.0)
+}
+
+fn mib(b: i64) -> String {
+    format!("{:.2} MiB", b as f64 / (1024.0 * 1024.0))
+}
+
+fn bytes_exact(vs: &[&Variant]) -> (usize, usize) {
+    let plans: Vec<_> = vs.iter().filter(|v| v.predicted_bytes.is_some()).collect();
+    let equal = plans
+        .iter()
+        .filter(|v| v.predicted_bytes == Some(v.bytes))
+        .count();
+    (equal, plans.len())
+}
+
+pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
+    let _ = writeln!(
+        o,
+        "\n## 4. Planner (docs/planner.md)\n\n\
+         The reference model's `Auto` regions and blocks (`ModelPolicy::Auto`) under plans from \
+         `Plan::for_budget`, profiled once per config (`planner::profile_with`, 5 timing runs), \
+         one intra-op thread. Step time is forward + backward as in section 1, all variants of a \
+         config interleaved round by round (rotating order, a first untimed round). Bytes are \
+         measured with `planner::measure_kept_bytes` (remat's count: what checkpoints keep, \
+         their inputs, and what autograd saved outside them) and compared with the plan's \
+         prediction.\n"
+    );
+
+    // Small: brute force.
+    let all: Vec<&Variant> = s.assignments.iter().collect();
+    let (equal, plans) = bytes_exact(&all);
+    let _ = writeln!(
+        o,
+        "### {} config: the plan against every assignment\n\n\
+         Every one of the {} assignments the planner considers (per block: not checkpointed, \
+         or checkpointed with each of its 2 regions `S`ave or `R`ecompute) is measured: {} \
+         rounds, each round's value the least of 3 steps. For each distinct budget (the bytes of \
+         some assignment), the plan's choice is compared with the fastest assignment measured \
+         within that budget; the ratio is taken per round. Bytes predicted = measured for {equal} \
+         of {plans} assignments. Labels list the blocks in order. The profile the plans \
+         come from:\n\n```text\n{}```\n",
+        s.config,
+        s.assignments.len(),
+        s.rounds,
+        s.profile
+    );
+    let _ = writeln!(
+        o,
+        "| budget | plan | plan's step | fastest within budget | its step | plan ÷ fastest |\n\
+         | --- | --- | --- | --- | --- | --- |"
+    );
+    let mut worst: f64 = 0.0;
+    for row in &s.rows {
+        let (p, b) = (&s.assignments[row.plan], &s.assignments[row.best]);
+        let r = summary(&round_ratios(p, b));
+        let ratio_of_medians = p.median() / b.median();
+        worst = worst.max(ratio_of_medians);
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} |",
+            kib(row.budget),
+            p.label,
+            ms(p),
+            if row.plan == row.best {
+                "(the plan)".to_string()
+            } else {
+                b.label.clone()
+            },
+            ms(b),
+            ratio(r)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nWorst ratio of medians over the budgets: {worst:.3}× (bound: {SMALL_BOUND:.2}×, {}).\n",
+        if worst <= SMALL_BOUND {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+
+    // Medium: hand policies and the frontier.
+    let everything: Vec<&Variant> = f.plans.iter().collect();
+    let (equal, plans) = bytes_exact(&everything);
+    let _ = writeln!(
+        o,
+        "### {} config: plans against the hand policies\n\n\
+         {} rounds, one step per variant and round. Bytes predicted = measured for {equal} of \
+         {plans} plans. The profile:\n\n```text\n{}```\n",
+        f.config, f.rounds, f.profile
+    );
+    let _ = writeln!(
+        o,
+        "| hand policy | bytes | step | plan at those bytes | plan's bytes | plan's step | plan ÷ hand |\n\
+         | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for (h, &i) in f.hand.iter().zip(&f.at_hand) {
+        let p = &f.plans[i];
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            h.label,
+            mib(h.bytes),
+            ms(h),
+            p.label,
+            mib(p.bytes),
+            ms(p),
+            ratio(summary(&round_ratios(p, h)))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nThe budget sweep (from the least bytes possible to `none`'s; identical plans once), \
+         each against the fastest hand policy that keeps no more:\n\n\
+         | plan | bytes | predicted replay | step | fastest hand policy within | its step | plan ÷ it |\n\
+         | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    let mut sweep: Vec<&Variant> = f.sweep.iter().map(|&i| &f.plans[i]).collect();
+    sweep.sort_by_key(|v| v.bytes);
+    let mut below = Vec::new();
+    for p in sweep {
+        let hand = best_hand_within(f, p.bytes);
+        let r = hand.map(|h| summary(&round_ratios(p, h)));
+        if let (Some(h), Some(r)) = (hand, r) {
+            if r.q3 < 1.0 {
+                below.push(format!("{} ({}, {})", p.label, mib(p.bytes), h.label));
+            }
+        }
+        let _ = writeln!(
+            o,
+            "| {} | {} | {:.1} ms | {} | {} | {} | {} |",
+            p.label,
+            mib(p.bytes),
+            p.predicted_replay.unwrap_or(0.0) * 1e3,
+            ms(p),
+            hand.map_or("none keeps so little".into(), |h| h.label.clone()),
+            hand.map_or("–".into(), ms),
+            r.map_or("–".into(), ratio)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nPlans strictly below the hand policies' frontier (every quartile of the per-round \
+         ratio under 1): {}.\n\n![step time against bytes kept]({svg})\n",
+        if below.is_empty() {
+            "none in this run".to_string()
+        } else {
+            below.join("; ")
+        }
+    );
+}
