@@ -36,6 +36,21 @@ fn policy_color(i: usize) -> RGBColor {
     ][i % 5]
 }
 
+/// A label centred just above the bar in slot `i`, whose top is at `y`.
+fn above_bar(text: String, i: usize, y: f64) -> Text<'static, (SegmentValue<usize>, f64), String> {
+    Text::new(
+        text,
+        (SegmentValue::CenterOf(i), y),
+        ("sans-serif", 13)
+            .into_font()
+            .color(&BLACK)
+            .pos(text_anchor::Pos::new(
+                text_anchor::HPos::Center,
+                text_anchor::VPos::Bottom,
+            )),
+    )
+}
+
 /// Bytes saved for backward per policy, stacked by layer, and the median
 /// step time per policy, side by side.
 pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Result<(), Failure> {
@@ -111,16 +126,10 @@ pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Resul
             y0 = y1;
         }
         chart
-            .draw_series(std::iter::once(Text::new(
+            .draw_series(std::iter::once(above_bar(
                 format!("{:.1} KiB", kib(r.saved_total)),
-                (SegmentValue::CenterOf(i), kib(r.saved_total) + top * 0.02),
-                ("sans-serif", 13)
-                    .into_font()
-                    .color(&BLACK)
-                    .pos(text_anchor::Pos::new(
-                        text_anchor::HPos::Center,
-                        text_anchor::VPos::Bottom,
-                    )),
+                i,
+                kib(r.saved_total) + top * 0.02,
             )))
             .map_err(err)?;
     }
@@ -170,16 +179,10 @@ pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Resul
         chart.draw_series(std::iter::once(bar)).map_err(err)?;
         chart
             .draw_series(base.map(|base| {
-                Text::new(
+                above_bar(
                     format!("{:.2}x", r.median_step_ns() as f64 / base),
-                    (SegmentValue::CenterOf(i), ms(r) + top * 0.02),
-                    ("sans-serif", 13)
-                        .into_font()
-                        .color(&BLACK)
-                        .pos(text_anchor::Pos::new(
-                            text_anchor::HPos::Center,
-                            text_anchor::VPos::Bottom,
-                        )),
+                    i,
+                    ms(r) + top * 0.02,
                 )
             }))
             .map_err(err)?;
