@@ -335,13 +335,14 @@ impl CheckpointInputs for &Tensor {
     }
 }
 
+// An owned tensor is passed as its reference is.
 impl CheckpointInputs for Tensor {
     type Owned = Tensor;
     fn flatten(&self, out: &mut Vec<Option<Tensor>>) {
-        out.push(Some(self.shallow_clone()))
+        <&Tensor>::flatten(&self, out)
     }
     fn lens(&self, out: &mut Vec<usize>) {
-        out.push(1)
+        <&Tensor>::lens(&self, out)
     }
     fn rebuild(
         lens: &mut std::slice::Iter<'_, usize>,

@@ -511,18 +511,9 @@ impl Lower {
             Pat::Type(p) => self.record_names(site, &p.pat, path),
             Pat::Reference(p) => self.record_names(site, &p.pat, path),
             Pat::Paren(p) => self.record_names(site, &p.pat, path),
-            Pat::Tuple(t) => {
-                for (i, elem) in t.elems.iter().enumerate() {
-                    if matches!(elem, Pat::Rest(_)) {
-                        break;
-                    }
-                    let mut path = path.clone();
-                    path.push(Proj::Index(Some(i as u32)));
-                    self.record_names(site, elem, path);
-                }
-            }
-            Pat::Slice(t) => {
-                for (i, elem) in t.elems.iter().enumerate() {
+            // A tuple's fields and a slice's elements project alike.
+            Pat::Tuple(syn::PatTuple { elems, .. }) | Pat::Slice(syn::PatSlice { elems, .. }) => {
+                for (i, elem) in elems.iter().enumerate() {
                     if matches!(elem, Pat::Rest(_)) {
                         break;
                     }
