@@ -10,6 +10,7 @@ use crate::bridge::{graph_task_id, HookPair, Payload, SaveSite};
 use crate::checkpointing::frame;
 use crate::checkpointing::replay::replay_if_needed;
 use crate::checkpointing::state::{CheckpointState, HolderSlot};
+use crate::diagnostics::profiling;
 use crate::sync::lock;
 use std::any::Any;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -49,6 +50,9 @@ impl HookPair for ForwardHooks {
     /// (not billed as activations) and names the saving node.
     fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         let state = &self.0;
+        if let Some(call) = &state.profile {
+            profiling::note_saved(call, &tensor);
+        }
         if let Some(pair) = frame::save_pack_of(state) {
             let payload = pair.pack_saved(tensor, site)?;
             return Ok(Box::new(Delegated(pair, payload)));

@@ -72,6 +72,28 @@ pub(crate) struct CheckpointCall {
     /// The closure's forward, region bodies included.
     pub elapsed: Duration,
     pub regions: Vec<RegionCall>,
+    /// Leaves that require grad (parameters) saved inside it: the
+    /// calibration's backward computes their gradients too, so that it does
+    /// a real step's work in the block (see `planner::profile`).
+    pub leaves: Handles,
+}
+
+/// Shallow handles to tensors; a clone shares them.
+#[derive(Debug, Default)]
+pub(crate) struct Handles(pub Vec<Tensor>);
+
+impl Clone for Handles {
+    fn clone(&self) -> Self {
+        Handles(self.0.iter().map(Tensor::shallow_clone).collect())
+    }
+}
+
+/// Notes a tensor a checkpoint's forward saved, when it is a leaf that
+/// requires grad (only while profiling: `call` is the checkpoint's record).
+pub(crate) fn note_saved(call: &Mutex<CheckpointCall>, tensor: &Tensor) {
+    if tensor.requires_grad() && tensor.is_leaf() {
+        lock(call).leaves.0.push(tensor.shallow_clone());
+    }
 }
 
 /// Where a profiling run's records go.

@@ -23,10 +23,11 @@
 //! whole.
 //!
 //! Invariant: the profiler never accumulates gradients (its calibration
-//! backward computes gradients for the checkpoints' inputs only, as
-//! `torch.autograd.grad` does, so parameters' `.grad` are untouched) and
-//! leaves no plan active.
+//! backward returns the gradients of the checkpoints' inputs and of the
+//! parameters saved inside them, as `torch.autograd.grad` does, so
+//! parameters' `.grad` are untouched) and leaves no plan active.
 
+use crate::bridge::storage_key;
 use crate::checkpointing::auto::{self, DecisionTable};
 use crate::checkpointing::policy::Policy;
 use crate::diagnostics::format::human_bytes;
@@ -35,6 +36,7 @@ use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors
 use crate::error::{Error, Result};
 use crate::planner::choice::{decision_table, Choice};
 use crate::sync::lock;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 use tch::Tensor;
@@ -257,8 +259,9 @@ pub fn profile(forward: impl FnMut() -> Tensor) -> Result<Profile> {
 /// without backward. Then, to calibrate the fixed cost of checkpointing
 /// ([`LayerKind::fixed_ns`]), `1 + timing_runs × (1 + K)` forward and
 /// backward steps for the K kinds a plan may turn off; their backward
-/// computes gradients for the checkpoints' inputs only (as
-/// `torch.autograd.grad` does), so parameters' gradients are untouched.
+/// returns the gradients of the checkpoints' inputs and of the parameters
+/// saved inside them (as `torch.autograd.grad` does) instead of
+/// accumulating them, so parameters' `.grad` are untouched.
 ///
 /// A planned checkpoint is one built with `auto()` or holding a
 /// `Policy::Auto` region; it needs a name unique in the forward. The
@@ -337,10 +340,16 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
     Ok(profile)
 }
 
-/// One forward + backward under `table`, timed; the backward computes
-/// gradients for the checkpoints' inputs only. `None` when no checkpoint
-/// input requires grad (nothing to time the backward with).
-fn timed_step(forward: &mut impl FnMut() -> Tensor, table: DecisionTable) -> Result<Option<u64>> {
+/// One forward + backward under `table`, timed. The backward computes
+/// gradients (returned, not accumulated) for the checkpoints' inputs and for
+/// `leaves`, the parameters saved inside checkpoints. Also returns the
+/// leaves this run's checkpoints saved. `None` when no checkpoint input
+/// requires grad (nothing to time a backward with).
+fn timed_step(
+    forward: &mut impl FnMut() -> Tensor,
+    table: DecisionTable,
+    leaves: &[Tensor],
+) -> Result<Option<(u64, Vec<Tensor>)>> {
     let sink = Arc::new(ProfileSink {
         grad_inputs: Some(Default::default()),
         ..ProfileSink::default()
@@ -349,24 +358,35 @@ fn timed_step(forward: &mut impl FnMut() -> Tensor, table: DecisionTable) -> Res
     let _sink = record_into(sink.clone());
     let timer = DeviceTimer::start();
     let loss = forward();
-    let inputs = std::mem::take(&mut *lock(sink.grad_inputs.as_ref().expect("set above")));
+    let mut inputs = std::mem::take(&mut *lock(sink.grad_inputs.as_ref().expect("set above")));
     if inputs.is_empty() || !loss.requires_grad() {
         return Ok(None);
     }
+    inputs.extend(leaves.iter().map(Tensor::shallow_clone));
     Tensor::f_run_backward(&[&loss], &inputs, false, false).map_err(|e| {
         Error::Plan(format!(
             "the profiler's timing backward failed (the forward must return a loss that \
              backpropagates through its checkpoints): {e}"
         ))
     })?;
-    Ok(Some(timer.elapsed().as_nanos() as u64))
+    let elapsed = timer.elapsed().as_nanos() as u64;
+    let mut seen = HashSet::new();
+    let saved = lock(&sink.calls)
+        .iter()
+        .flat_map(|c| lock(c).leaves.clone().0)
+        .filter(|t| storage_key(t).is_some_and(|k| seen.insert(k)))
+        .collect();
+    Ok(Some((elapsed, saved)))
 }
 
 /// Measures [`LayerKind::fixed_ns`] for the kinds a plan may turn off:
 /// per round, one step with every such block whole, then per kind one step
 /// with that kind's blocks checkpointed and every region saved (the other
 /// blocks whole); the per-block difference, less the bare code's replay,
-/// as a median over rounds. Returns the forward runs it took.
+/// as a median over rounds. The steps compute the gradients of the
+/// parameters saved in checkpoints (found by a first, untimed step with
+/// every block checkpointed), so that a block does a real step's work.
+/// Returns the forward runs it took.
 fn calibrate(
     profile: &mut Profile,
     forward: &mut impl FnMut() -> Tensor,
@@ -378,6 +398,11 @@ fn calibrate(
     if kinds.is_empty() {
         return Ok(0);
     }
+    let baseline: Vec<usize> = profile
+        .layer_kind
+        .iter()
+        .map(|&k| Profile::baseline_index(&profile.kinds[k]))
+        .collect();
     // Whole is choice 0 of a kind that can be turned off; all-saved is the
     // last (see `Choice::all`).
     let whole: Vec<usize> = profile
@@ -393,13 +418,13 @@ fn calibrate(
         .collect();
     let table = |choices: &[usize]| profile.table("the profiler's calibration".into(), choices);
     let mut runs = 1;
-    // Warm-up: the first backward pays one-time costs.
-    if timed_step(forward, table(&whole))?.is_none() {
+    // Also the warm-up: the first backward pays one-time costs.
+    let Some((_, leaves)) = timed_step(forward, table(&baseline), &[])? else {
         return Ok(runs);
-    }
+    };
     let mut per_block: Vec<Vec<i64>> = vec![Vec::new(); kinds.len()];
     for _ in 0..rounds {
-        let Some(base) = timed_step(forward, table(&whole))? else {
+        let Some((base, _)) = timed_step(forward, table(&whole), &leaves)? else {
             return Ok(runs);
         };
         runs += 1;
@@ -409,7 +434,7 @@ fn calibrate(
             for &m in &kind.members {
                 choices[m] = kind.choices.len() - 1;
             }
-            let Some(t) = timed_step(forward, table(&choices))? else {
+            let Some((t, _)) = timed_step(forward, table(&choices), &leaves)? else {
                 return Ok(runs);
             };
             runs += 1;
