@@ -63,7 +63,7 @@ const FULL: Plan = Plan {
     chain_reps: 9,
     deep_steps: 5,
     memory_config: "deep",
-    planner_small_rounds: 21,
+    planner_small_rounds: 31,
     planner_medium_rounds: 7,
     planner_budgets: 9,
 };
@@ -145,7 +145,7 @@ fn planner_only(args: &[String]) -> Result<(), String> {
 /// Section 4: measures the planner on the small and medium configs, draws
 /// the Pareto plot next to `out` and appends the markdown to `text`.
 fn planner_section(plan: &Plan, out: &std::path::Path, text: &mut String) -> Result<(), String> {
-    let small = planner::small_check("small", SMALL, plan.planner_small_rounds, 3)?;
+    let small = planner::small_check("small", SMALL, plan.planner_small_rounds)?;
     let frontier = planner::frontier(
         "medium",
         MEDIUM,

@@ -12,6 +12,10 @@ use crate::stats::{median, ratios};
 use remat::planner::{self, assignments, measure_kept_bytes, Choice, Plan};
 use remat_reference::model::{Config, ModelPolicy, POLICIES};
 
+/// Steps per variant and round on the small config (the round's value is
+/// their least: a step of a few ms is about one time slice).
+pub const SMALL_REPS: usize = 5;
+
 /// What one variant runs: a hand policy, or the reference model's `Auto`
 /// regions under a plan.
 pub enum Runner {
@@ -161,12 +165,7 @@ fn measure(setup: &Setup, variants: &mut [&mut Variant], rounds: usize, reps: us
 
 /// Every assignment of `cfg` measured; per distinct budget (the bytes of
 /// some assignment), the plan's choice and the fastest within it.
-pub fn small_check(
-    config: &'static str,
-    cfg: Config,
-    rounds: usize,
-    reps: usize,
-) -> Result<SmallCheck, String> {
+pub fn small_check(config: &'static str, cfg: Config, rounds: usize) -> Result<SmallCheck, String> {
     let setup = Setup::new(cfg);
     let profile = profile(&setup)?;
     let mut all: Vec<Variant> = assignments(&profile)
@@ -178,7 +177,7 @@ pub fn small_check(
         .collect::<Result<_, String>>()?;
     {
         let mut refs: Vec<&mut Variant> = all.iter_mut().collect();
-        measure(&setup, &mut refs, rounds, reps, config);
+        measure(&setup, &mut refs, rounds, SMALL_REPS, config);
     }
     let mut budgets: Vec<i64> = all.iter().map(|v| v.bytes).collect();
     budgets.sort_unstable();

@@ -1,6 +1,6 @@
 //! The markdown of section 4 (the planner) of docs/performance.md.
 
-use crate::planner::{best_hand_within, round_ratios, Frontier, SmallCheck, Variant};
+use crate::planner::{best_hand_within, round_ratios, Frontier, SmallCheck, Variant, SMALL_REPS};
 use crate::report::ms_with;
 use crate::stats::{summary, Summary};
 use std::fmt::Write;
@@ -55,7 +55,7 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
         "### {} config: the plan against every assignment\n\n\
          Every one of the {} assignments the planner considers (per block: not checkpointed, \
          or checkpointed with each of its 2 regions `S`ave or `R`ecompute) is measured: {} \
-         rounds, each round's value the least of 3 steps. For each distinct budget (the bytes of \
+         rounds, each round's value the least of {} steps. For each distinct budget (the bytes of \
          some assignment), the plan's choice is compared with the fastest assignment measured \
          within that budget; the ratio is taken per round. Bytes predicted = measured for {equal} \
          of {plans} assignments. Labels list the blocks in order. The profile the plans \
@@ -63,6 +63,7 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
         s.config,
         s.assignments.len(),
         s.rounds,
+        SMALL_REPS,
         s.profile
     );
     let _ = writeln!(
