@@ -30,8 +30,15 @@ pub(crate) struct PersistIndex {
 }
 
 impl PersistIndex {
-    pub(crate) fn register(&mut self, record: &Arc<SaveRecord>, slot: usize, output: &Tensor) {
-        let (Some(key), Some(pin)) = (storage_key(output), WeakStorage::new(output)) else {
+    /// Registers output `slot` of `record`, whose storage is `key`.
+    pub(crate) fn register(
+        &mut self,
+        record: &Arc<SaveRecord>,
+        slot: usize,
+        output: &Tensor,
+        key: Option<StorageKey>,
+    ) {
+        let (Some(key), Some(pin)) = (key, WeakStorage::new(output)) else {
             return;
         };
         self.map.entry(key).or_default().push(Entry {
