@@ -425,6 +425,50 @@ int remat_is_placeholder(const remat_tensor* t) {
   return s->_mutable_data_ptr_no_checks().get_context() == &g_placeholder_tag;
 }
 
+remat_err remat_tensor_meta(const remat_tensor* t, remat_meta* out) {
+  *out = remat_meta{};
+  return guard([&] {
+    if (!t->defined()) {
+      return;
+    }
+    c10::StorageImpl* s = storage_of(t);
+    out->storage_key = reinterpret_cast<uintptr_t>(s);
+    out->storage_nbytes = s == nullptr ? 0 : static_cast<int64_t>(s->nbytes());
+    out->is_placeholder =
+        s != nullptr &&
+        s->_mutable_data_ptr_no_checks().get_context() == &g_placeholder_tag;
+    out->scalar_type = static_cast<int32_t>(t->scalar_type());
+    auto device = t->device();
+    switch (device.type()) {
+      case at::kCPU: out->device = -1; break;
+      case at::kVulkan: out->device = -3; break;
+      case at::kCUDA: out->device = device.index(); break;
+      default: out->device = -2; break;
+    }
+    out->requires_grad = t->requires_grad();
+    try {
+      out->version = torch::autograd::impl::version_counter(*t).current_version();
+      out->has_version = 1;
+    } catch (const c10::Error&) {
+      out->has_version = 0;
+    }
+    out->storage_offset = t->storage_offset();
+    auto sizes = t->sizes();
+    out->ndim = sizes.size();
+    if (sizes.size() <= REMAT_META_DIMS) {
+      auto strides = t->strides();
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        out->sizes[i] = sizes[i];
+        out->strides[i] = strides[i];
+      }
+    }
+  });
+}
+
+int remat_is_grad_leaf(const remat_tensor* t) {
+  return t->defined() && t->requires_grad() && t->is_leaf();
+}
+
 uintptr_t remat_storage_key(const remat_tensor* t) {
   return reinterpret_cast<uintptr_t>(storage_of(t));
 }
@@ -438,41 +482,44 @@ int64_t remat_storage_offset(const remat_tensor* t) {
   return t->defined() ? t->storage_offset() : 0;
 }
 
+// Weak handles are the target's raw pointer owning one weak count (what
+// `weak_intrusive_ptr::release` gives): no heap cell per handle, and a
+// storage handle's value is its key.
+using WeakStorageImpl = c10::weak_intrusive_ptr<c10::StorageImpl>;
+using WeakTensorImpl =
+    c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
 void* remat_storage_weak_new(const remat_tensor* t) {
   if (storage_of(t) == nullptr) {
     return nullptr;
   }
-  return new c10::weak_intrusive_ptr<c10::StorageImpl>(
-      t->storage().getWeakStorageImpl());
+  return t->storage().getWeakStorageImpl().release();
 }
 
 int remat_storage_weak_alive(const void* weak) {
-  return !static_cast<const c10::weak_intrusive_ptr<c10::StorageImpl>*>(weak)
-              ->expired();
-}
-
-uintptr_t remat_storage_weak_key(const void* weak) {
-  return reinterpret_cast<uintptr_t>(
-      static_cast<const c10::weak_intrusive_ptr<c10::StorageImpl>*>(weak)
-          ->_unsafe_get_target());
+  auto w = WeakStorageImpl::reclaim(
+      static_cast<c10::StorageImpl*>(const_cast<void*>(weak)));
+  bool alive = !w.expired();
+  w.release();
+  return alive;
 }
 
 void remat_storage_weak_free(void* weak) {
-  delete static_cast<c10::weak_intrusive_ptr<c10::StorageImpl>*>(weak);
+  WeakStorageImpl::reclaim(static_cast<c10::StorageImpl*>(weak));
 }
 
 void* remat_tensor_weak_new(const remat_tensor* t) {
   if (!t->defined()) {
     return nullptr;
   }
-  return new c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
-      t->getIntrusivePtr());
+  return WeakTensorImpl(t->getIntrusivePtr()).release();
 }
 
 remat_tensor* remat_tensor_weak_upgrade(const void* weak) {
-  auto strong = static_cast<const c10::weak_intrusive_ptr<
-      c10::TensorImpl, c10::UndefinedTensorImpl>*>(weak)
-                    ->lock();
+  auto w = WeakTensorImpl::reclaim(
+      static_cast<c10::TensorImpl*>(const_cast<void*>(weak)));
+  auto strong = w.lock();
+  w.release();
   if (!strong) {
     return nullptr;
   }
@@ -480,8 +527,7 @@ remat_tensor* remat_tensor_weak_upgrade(const void* weak) {
 }
 
 void remat_tensor_weak_free(void* weak) {
-  delete static_cast<
-      c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>*>(weak);
+  WeakTensorImpl::reclaim(static_cast<c10::TensorImpl*>(weak));
 }
 
 remat_err remat_version(const remat_tensor* t, uint32_t* out) {

@@ -104,14 +104,42 @@ remat_err remat_placeholder_new(const int64_t* sizes, const int64_t* strides,
                                 const char* msg, remat_tensor** out);
 int remat_is_placeholder(const remat_tensor* t);
 
+// --- tensor metadata in one call ---------------------------------------------
+
+// Dimensions stored inline; a tensor with more reports only `ndim`, and the
+// caller reads its sizes and strides separately.
+#define REMAT_META_DIMS 6
+
+// What the runtime records about a tensor per region, gathered in one
+// crossing instead of one per field.
+typedef struct {
+  uintptr_t storage_key;  // 0 without a storage
+  int64_t storage_nbytes;
+  int64_t storage_offset;
+  uint32_t version;
+  int32_t scalar_type;
+  int32_t device;  // tch's code: -1 CPU, -2 MPS, -3 Vulkan, else the CUDA index
+  uint8_t has_version;  // inference tensors have no version counter
+  uint8_t requires_grad;
+  uint8_t reserved;
+  uint8_t is_placeholder;
+  uint64_t ndim;
+  int64_t sizes[REMAT_META_DIMS];
+  int64_t strides[REMAT_META_DIMS];
+} remat_meta;
+
+remat_err remat_tensor_meta(const remat_tensor* t, remat_meta* out);
+// requires_grad && is_leaf, in one crossing.
+int remat_is_grad_leaf(const remat_tensor* t);
+
 // --- storage identity, versions, graph task ----------------------------------
 
 uintptr_t remat_storage_key(const remat_tensor* t);
 int64_t remat_storage_nbytes(const remat_tensor* t);
 int64_t remat_storage_offset(const remat_tensor* t);
+// A weak storage handle is the StorageImpl's address (its key).
 void* remat_storage_weak_new(const remat_tensor* t);
 int remat_storage_weak_alive(const void* weak);
-uintptr_t remat_storage_weak_key(const void* weak);
 void remat_storage_weak_free(void* weak);
 // Weak references to a tensor (its TensorImpl): upgrade gives a new handle
 // while some tensor still holds it.

@@ -29,6 +29,7 @@ mod capture;
 mod checkpointing;
 mod diagnostics;
 mod error;
+mod fast_hash;
 mod function;
 mod hooks;
 mod io;

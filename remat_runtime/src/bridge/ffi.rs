@@ -6,6 +6,28 @@ use torch_sys::C_tensor;
 /// An error string owned by the caller, or null.
 pub(super) type RematErr = *mut c_char;
 
+/// `REMAT_META_DIMS` of bridge.h.
+pub(super) const META_DIMS: usize = 6;
+
+/// `remat_meta` of bridge.h.
+#[repr(C)]
+#[derive(Default)]
+pub(super) struct RawMeta {
+    pub storage_key: usize,
+    pub storage_nbytes: i64,
+    pub storage_offset: i64,
+    pub version: u32,
+    pub scalar_type: i32,
+    pub device: i32,
+    pub has_version: u8,
+    pub requires_grad: u8,
+    pub reserved: u8,
+    pub is_placeholder: u8,
+    pub ndim: u64,
+    pub sizes: [i64; META_DIMS],
+    pub strides: [i64; META_DIMS],
+}
+
 #[repr(C)]
 pub(super) struct Callbacks {
     pub node_apply: unsafe extern "C" fn(
@@ -85,12 +107,13 @@ extern "C" {
     ) -> RematErr;
     pub(super) fn remat_is_placeholder(t: *const C_tensor) -> c_int;
 
+    pub(super) fn remat_tensor_meta(t: *const C_tensor, out: *mut RawMeta) -> RematErr;
+    pub(super) fn remat_is_grad_leaf(t: *const C_tensor) -> c_int;
     pub(super) fn remat_storage_key(t: *const C_tensor) -> usize;
     pub(super) fn remat_storage_nbytes(t: *const C_tensor) -> i64;
     pub(super) fn remat_storage_offset(t: *const C_tensor) -> i64;
     pub(super) fn remat_storage_weak_new(t: *const C_tensor) -> *mut c_void;
     pub(super) fn remat_storage_weak_alive(weak: *const c_void) -> c_int;
-    pub(super) fn remat_storage_weak_key(weak: *const c_void) -> usize;
     pub(super) fn remat_storage_weak_free(weak: *mut c_void);
     pub(super) fn remat_tensor_weak_new(t: *const C_tensor) -> *mut c_void;
     pub(super) fn remat_tensor_weak_upgrade(weak: *const c_void) -> *mut C_tensor;

@@ -10,6 +10,7 @@ mod callbacks;
 mod cuda;
 mod ffi;
 mod hooks;
+mod meta;
 mod node;
 mod placeholder;
 mod storage;
@@ -20,6 +21,7 @@ pub(crate) use cuda::{
     OomEvent,
 };
 pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite};
+pub(crate) use meta::{is_grad_leaf, TensorMeta};
 pub(crate) use node::{
     attach_node, grad_fn_saved, graph_nodes, served_value, NodeBackward, SavedAccess,
 };

@@ -86,6 +86,21 @@ impl PlaceholderSpec {
     }
 }
 
+impl PlaceholderSpec {
+    /// The spec of the tensor `meta` was taken from; `None` for an element
+    /// type tch cannot name.
+    pub(crate) fn from_meta(meta: &super::TensorMeta) -> Option<Self> {
+        Some(PlaceholderSpec {
+            sizes: meta.sizes().to_vec(),
+            strides: meta.strides().to_vec(),
+            storage_offset: meta.storage_offset,
+            kind: meta.kind()?,
+            device: meta.device,
+            storage_nbytes: meta.storage_nbytes,
+        })
+    }
+}
+
 /// A tensor with `spec`'s metadata over a storage that holds no data.
 ///
 /// Metadata and view operations (`size`, `view`, `transpose`, `select`, ...)
@@ -164,6 +179,33 @@ fn scalar_type(kind: Kind) -> std::os::raw::c_int {
         Kind::Float8e5m2fnuz => 25,
         Kind::Float8e4m3fnuz => 26,
     }
+}
+
+/// The [`Kind`] of a `c10::ScalarType` code (the inverse of `scalar_type`).
+pub(super) fn kind_of_code(code: i32) -> Option<Kind> {
+    const KINDS: [Kind; 20] = [
+        Kind::Uint8,
+        Kind::Int8,
+        Kind::Int16,
+        Kind::Int,
+        Kind::Int64,
+        Kind::Half,
+        Kind::Float,
+        Kind::Double,
+        Kind::ComplexHalf,
+        Kind::ComplexFloat,
+        Kind::ComplexDouble,
+        Kind::Bool,
+        Kind::QInt8,
+        Kind::QUInt8,
+        Kind::QInt32,
+        Kind::BFloat16,
+        Kind::Float8e5m2,
+        Kind::Float8e4m3fn,
+        Kind::Float8e5m2fnuz,
+        Kind::Float8e4m3fnuz,
+    ];
+    KINDS.into_iter().find(|&k| scalar_type(k) == code)
 }
 
 /// The bridge's device code: -1 for the CPU, the index for a CUDA device.

@@ -10,10 +10,10 @@
 
 use crate::bridge::{hooks_depth, HookPair};
 use crate::checkpointing::state::CheckpointState;
+use crate::fast_hash::FastSet;
 use crate::hooks::tensor_hooks::TensorHooks;
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The two runs of a checkpoint's closure.
@@ -54,7 +54,7 @@ pub(crate) struct Frame {
     pub state: Arc<CheckpointState>,
     pub phase: Phase,
     /// Region names claimed in this phase.
-    pub claimed: HashSet<Cow<'static, str>>,
+    pub claimed: FastSet<Cow<'static, str>>,
     /// How many `Save` bodies are running (forward only); inside one, regions
     /// are inert.
     pub save_depth: usize,
@@ -89,7 +89,7 @@ pub(crate) fn push(
         frames.push(Frame {
             state,
             phase,
-            claimed: HashSet::new(),
+            claimed: FastSet::default(),
             save_depth: 0,
             save_pack: None,
             native_depth: hooks_depth(),

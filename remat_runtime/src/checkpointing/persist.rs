@@ -8,9 +8,9 @@
 
 use crate::bridge::{storage_key, StorageKey, WeakStorage, WeakTensor};
 use crate::checkpointing::record::SaveRecord;
+use crate::fast_hash::FastMap;
 use crate::io::RegionInputs;
 use crate::sync::lock;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tch::Tensor;
 
@@ -23,37 +23,62 @@ struct Entry {
     _pin: WeakStorage,
 }
 
+/// The entries of one storage: almost always one, kept inline (no
+/// allocation per `Save` output).
+struct Entries {
+    first: Entry,
+    more: Vec<Entry>,
+}
+
 /// Keyed by storage: any view of a `Save` output finds its producer.
 #[derive(Default)]
 pub(crate) struct PersistIndex {
-    map: HashMap<StorageKey, Vec<Entry>>,
+    map: FastMap<StorageKey, Entries>,
 }
 
 impl PersistIndex {
-    pub(crate) fn register(&mut self, record: &Arc<SaveRecord>, slot: usize, output: &Tensor) {
-        let (Some(key), Some(pin)) = (storage_key(output), WeakStorage::new(output)) else {
+    /// Registers output `slot` of `record`, whose storage is `key`.
+    pub(crate) fn register(
+        &mut self,
+        record: &Arc<SaveRecord>,
+        slot: usize,
+        output: &Tensor,
+        key: Option<StorageKey>,
+    ) {
+        let (Some(key), Some(pin)) = (key, WeakStorage::new(output)) else {
             return;
         };
-        self.map.entry(key).or_default().push(Entry {
+        let entry = Entry {
             record: record.clone(),
             slot,
             output: WeakTensor::new(output),
             _pin: pin,
-        });
+        };
+        match self.map.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().more.push(entry),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Entries {
+                    first: entry,
+                    more: Vec::new(),
+                });
+            }
+        }
     }
 
     pub(crate) fn contains(&self, t: &Tensor) -> bool {
         storage_key(t).is_some_and(|k| self.map.contains_key(&k))
     }
 
-    fn lookup(&self, t: &Tensor) -> Vec<(Arc<SaveRecord>, usize, Option<Tensor>)> {
+    /// Calls `f` with each live output registered under `t`'s storage.
+    fn lookup(&self, t: &Tensor, f: &mut impl FnMut(&Arc<SaveRecord>, usize, Tensor)) {
         let Some(entries) = storage_key(t).and_then(|k| self.map.get(&k)) else {
-            return Vec::new();
+            return;
         };
-        entries
-            .iter()
-            .map(|e| (e.record.clone(), e.slot, e.output.upgrade()))
-            .collect()
+        for e in std::iter::once(&entries.first).chain(&entries.more) {
+            if let Some(output) = e.output.upgrade() {
+                f(&e.record, e.slot, output);
+            }
+        }
     }
 }
 
@@ -69,15 +94,23 @@ pub(crate) fn persist(
         if index.map.is_empty() {
             return Ok(());
         }
-        let mut found = Vec::new();
-        inputs.visit_tensors(&mut |t| found.extend(index.lookup(t)));
-        found
+        // The first found inline: one input found once is the common case.
+        let (mut first, mut more) = (None, Vec::new());
+        inputs.visit_tensors(&mut |t| {
+            index.lookup(t, &mut |record, slot, output| {
+                let found = (record.clone(), slot, output);
+                if first.is_none() {
+                    first = Some(found);
+                } else {
+                    more.push(found);
+                }
+            })
+        });
+        first.into_iter().chain(more)
     };
     // Persisting may run the user's pack hook: not under the state's lock.
     for (record, slot, output) in found {
-        if let Some(output) = output {
-            record.persist(slot, &output, true)?;
-        }
+        record.persist(slot, &output, true)?;
     }
     Ok(())
 }

@@ -3,14 +3,12 @@
 //! packed by the user's hooks), its outputs' metadata, and the outputs kept
 //! for replay.
 //!
-//! Invariant: `slots[i]` is `None` until a consumer asks for output `i`
+//! Invariant: `outputs[i].slot` is `None` until a consumer asks for output `i`
 //! (or it is resident anyway); once filled it is only emptied by serving it
 //! on replay. Kept values are detached aliases: a record never holds a
 //! `grad_fn`, so it cannot keep its graph alive.
 
-use crate::bridge::{
-    detached_alias, tensor_version, Payload, PlaceholderSpec, StorageKey, WeakStorage,
-};
+use crate::bridge::{detached_alias, tensor_version, Payload, StorageKey, TensorMeta, WeakStorage};
 use crate::checkpointing::saved_input::{InputInfo, ViewSpec};
 use crate::error::{Error, Result};
 use crate::hooks::state::Snapshots;
@@ -20,7 +18,7 @@ use std::any::Any;
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::panic::Location;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use tch::{Kind, Tensor};
 
 /// What the forward of one `Save` region recorded.
@@ -28,9 +26,12 @@ use tch::{Kind, Tensor};
 /// ```text
 /// inputs  -> which saves are inputs (rebuilt on replay instead of kept)
 /// kept    -> saves kept as is, for reports
-/// slots   -> outputs kept for replay, filled when a consumer asks
+/// outputs -> each output's metadata, and its value once a consumer asks
 /// ```
 pub(crate) struct SaveRecord {
+    /// The record itself, weakly: its saves' payloads hold it strongly, and
+    /// the record is its body's save pack (no second allocation for one).
+    pub me: Weak<SaveRecord>,
     /// The checkpoint's name and the region's: messages and reports show
     /// `checkpoint::region`, formatted only when they need it.
     pub checkpoint: Option<Arc<str>>,
@@ -94,9 +95,23 @@ impl Layout {
     }
 }
 
+/// One output of the region: one allocation per record holds them all.
+pub(crate) struct Output {
+    /// `None` for an absent output.
+    pub spec: Option<OutputSpec>,
+    /// The value kept for replay: `None` until a consumer asks (or it is
+    /// resident anyway); emptied only by serving it on replay.
+    pub slot: Option<Slot>,
+    /// A consumer asked for it (a `Recompute` region or
+    /// `recompute_needs_tensor`), as opposed to kept because it is resident
+    /// anyway. Strict replay serves only these.
+    pub requested: bool,
+}
+
 pub(crate) struct OutputSpec {
-    pub spec: PlaceholderSpec,
-    pub requires_grad: bool,
+    /// Taken in one crossing; a placeholder's spec is built from it only
+    /// when replay serves one.
+    pub meta: TensorMeta,
     /// Its storage, weakly: reports say when the output is gone.
     pub storage: Option<WeakStorage>,
 }
@@ -125,12 +140,7 @@ pub(crate) struct Recipe {
 pub(crate) struct RecordInner {
     pub inputs: Vec<InputInfo>,
     pub exit_snapshots: Snapshots,
-    pub outputs: Vec<Option<OutputSpec>>,
-    pub slots: Vec<Option<Slot>>,
-    /// Which outputs a consumer asked for (a `Recompute` region or
-    /// `recompute_needs_tensor`), as opposed to kept because they are
-    /// resident anyway. Strict replay serves only these.
-    pub requested: Vec<bool>,
+    pub outputs: Vec<Output>,
     pub recipes: Vec<Recipe>,
     pub rebuilt: Vec<Option<Tensor>>,
     pub identity_storages: HashSet<StorageKey>,
@@ -169,12 +179,11 @@ impl SaveRecord {
     /// consumer asked for it.
     pub(crate) fn persist(&self, slot: usize, output: &Tensor, requested: bool) -> Result<()> {
         let mut inner = lock(&self.inner);
-        if requested {
-            if let Some(r) = inner.requested.get_mut(slot) {
-                *r = true;
-            }
-        }
-        if !matches!(inner.slots.get(slot), Some(None)) {
+        let Some(out) = inner.outputs.get_mut(slot) else {
+            return Ok(());
+        };
+        out.requested |= requested;
+        if out.slot.is_some() {
             return Ok(());
         }
         let value = detached_alias(output)?;
@@ -191,7 +200,7 @@ impl SaveRecord {
                 Slot::Resident { value, version }
             }
         };
-        inner.slots[slot] = Some(kept);
+        inner.outputs[slot].slot = Some(kept);
         Ok(())
     }
 }

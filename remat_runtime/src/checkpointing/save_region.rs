@@ -2,20 +2,20 @@
 //! replay, where their outputs are served (if a consumer asked) or stand in
 //! as placeholders.
 //!
-//! Invariant: on the forward the body runs with `SaveHooks` as its frame's
-//! save pack, so the checkpoint's forward hook hands every save of the body
+//! Invariant: on the forward the body runs with its `SaveRecord` as its
+//! frame's save pack, so the checkpoint's forward hook hands every save of the body
 //! to it and nothing the body saves becomes a holder; on replay the body
 //! never runs.
 
 use crate::bridge::{
-    detached_alias, graph_task_id, graph_task_keeps_graph, is_leaf, is_placeholder, placeholder,
-    storage_data, storage_key, storage_nbytes, tensor_version, HookPair, Payload, PlaceholderSpec,
-    SaveSite, WeakStorage,
+    detached_alias, graph_task_id, graph_task_keeps_graph, is_grad_leaf, is_placeholder,
+    placeholder, storage_data, storage_key, storage_nbytes, tensor_version, HookPair, Payload,
+    PlaceholderSpec, SaveSite, TensorMeta, WeakStorage,
 };
 use crate::checkpointing::frame;
 use crate::checkpointing::nodes::non_leaf;
 use crate::checkpointing::record::{
-    save_name, KeptRow, Layout, OutputSpec, Recipe, RecordInner, SaveRecord, Slot,
+    save_name, KeptRow, Layout, Output, OutputSpec, Recipe, RecordInner, SaveRecord, Slot,
 };
 use crate::checkpointing::saved_input::{classify, rebuild, InputInfo};
 use crate::checkpointing::state::CheckpointState;
@@ -53,16 +53,20 @@ enum Saved {
     },
 }
 
-/// What packs a `Save` body's saves (instead of the checkpoint's holders).
-struct SaveHooks(Arc<SaveRecord>);
-
-impl HookPair for SaveHooks {
+/// A record packs its `Save` body's saves (instead of the checkpoint's
+/// holders).
+impl HookPair for SaveRecord {
     fn pack(&self, tensor: Tensor) -> std::result::Result<Payload, String> {
         self.pack_saved(tensor, SaveSite::default())
     }
 
     fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> std::result::Result<Payload, String> {
-        let record = &self.0;
+        // Packing happens while the body runs, when the region holds the
+        // record: it is alive.
+        let record = &self
+            .me
+            .upgrade()
+            .ok_or("remat internal error: a Save region's record packed after it was freed")?;
         let mut inner = lock(&record.inner);
         // A name given to `save_for_backward`, or the next `saved.<i>`.
         let name = save_names::next().unwrap_or_else(|| {
@@ -168,7 +172,8 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
         infos
     };
     let output_hooks = frame::user_hooks();
-    let record = Arc::new(SaveRecord {
+    let record = Arc::new_cyclic(|me| SaveRecord {
+        me: me.clone(),
         checkpoint: state.name.clone(),
         name: name.clone(),
         location,
@@ -184,7 +189,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
         inner.order.push(record.clone());
     }
     let out = {
-        let pack: Arc<dyn HookPair> = Arc::new(SaveHooks(record.clone()));
+        let pack: Arc<dyn HookPair> = record.clone();
         // Usually the checkpoint's hook is on top and hands the body's saves
         // to `pack`; under hooks pushed inside the checkpoint (a tracker, a
         // disabled level), `pack` goes on top natively, shadowing them.
@@ -197,43 +202,51 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     let output_context = output_hooks.as_ref().and_then(TensorHooks::capture);
     let parts = out.into_parts();
     reject_grad_leaves(|| record.display(), &parts)?;
+    let outputs = parts
+        .iter()
+        .map(|p| {
+            let spec = match p {
+                Some(t) => Some(OutputSpec {
+                    meta: TensorMeta::of(t)?,
+                    storage: WeakStorage::new(t),
+                }),
+                None => None,
+            };
+            Ok(Output {
+                spec,
+                slot: None,
+                requested: false,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    {
+        // Registered before the record has its outputs: only this thread
+        // can ask for them before the forward returns.
+        let mut persist = lock(&state.persist);
+        for (i, (t, o)) in parts.iter().zip(&outputs).enumerate() {
+            if let (Some(t), Some(spec)) = (t, &o.spec) {
+                persist.register(&record, i, t, spec.meta.storage);
+            }
+        }
+    }
     let eager: Vec<usize> = {
         let mut inner = lock(&record.inner);
         inner.exit_snapshots = exit;
         inner.output_context = output_context;
         inner.inputs.clear();
-        inner.outputs = parts
-            .iter()
-            .map(|p| {
-                p.as_ref().map(|t| OutputSpec {
-                    spec: PlaceholderSpec::of(t),
-                    requires_grad: t.requires_grad(),
-                    storage: WeakStorage::new(t),
-                })
-            })
-            .collect();
-        inner.slots = parts.iter().map(|_| None).collect();
-        inner.requested = vec![false; parts.len()];
         // An output sharing storage with a kept save is resident anyway.
-        parts
+        let eager = outputs
             .iter()
             .enumerate()
-            .filter(|(_, p)| {
-                p.as_ref()
-                    .and_then(storage_key)
-                    .is_some_and(|k| inner.identity_storages.contains(&k))
+            .filter(|(_, o)| {
+                let key = o.spec.as_ref().and_then(|s| s.meta.storage);
+                key.is_some_and(|k| inner.identity_storages.contains(&k))
             })
             .map(|(i, _)| i)
-            .collect()
+            .collect();
+        inner.outputs = outputs;
+        eager
     };
-    {
-        let mut persist = lock(&state.persist);
-        for (i, t) in parts.iter().enumerate() {
-            if let Some(t) = t {
-                persist.register(&record, i, t);
-            }
-        }
-    }
     for i in eager {
         if let Some(t) = &parts[i] {
             record.persist(i, t, false)?;
@@ -283,22 +296,22 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
     }
     let pop = graph_task_id().is_some() && !graph_task_keeps_graph();
     let mut served = Vec::with_capacity(inner.outputs.len());
-    for i in 0..inner.outputs.len() {
-        let Some(out) = &inner.outputs[i] else {
+    for (i, out) in inner.outputs.iter_mut().enumerate() {
+        let Some(spec) = &out.spec else {
             served.push(None);
             continue;
         };
-        let (spec, requires_grad) = (out.spec.clone(), out.requires_grad);
-        if state.strict && !inner.requested[i] {
+        let (spec, requires_grad) = (spec.meta.clone(), spec.meta.requires_grad);
+        if state.strict && !out.requested {
             // Kept only because it is resident anyway: strict replay does
             // not serve it, so that a read nobody asked for fails here.
             served.push(Some((i, spec, requires_grad, None)));
             continue;
         }
         let slot = if pop {
-            inner.slots[i].take()
+            out.slot.take()
         } else {
-            inner.slots[i].as_ref().map(|s| match s {
+            out.slot.as_ref().map(|s| match s {
                 Slot::Resident { value, version } => Slot::Resident {
                     value: value.shallow_clone(),
                     version: *version,
@@ -344,10 +357,18 @@ pub(crate) fn replay<I: RegionInputs, O: RegionOutput>(
                 .unpack(&*payload)
                 .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
             Some(Slot::Failed(m)) => return Err(record.error(format!("unpacking output {i}: {m}"))),
-            None => placeholder(
-                &spec,
-                &placeholder_message(&record, i, n_outputs, state.strict),
-            )?,
+            None => {
+                let spec = PlaceholderSpec::from_meta(&spec).ok_or_else(|| {
+                    record.error(format!(
+                        "output {i} has an element type tch cannot name, so no placeholder \
+                         can stand in for it"
+                    ))
+                })?;
+                placeholder(
+                    &spec,
+                    &placeholder_message(&record, i, n_outputs, state.strict),
+                )?
+            }
         };
         parts.push(Some(if requires_grad {
             non_leaf(&value)?
@@ -387,7 +408,7 @@ pub(crate) fn reject_grad_leaves(
 ) -> Result<()> {
     for (i, t) in parts.iter().enumerate() {
         if let Some(t) = t {
-            if t.requires_grad() && is_leaf(t) {
+            if is_grad_leaf(t) {
                 return Err(Error::Region {
                     region: display(),
                     message: format!(

@@ -2,18 +2,16 @@
 //! them): when replay reproduces those inputs, they are rebuilt from the
 //! replayed input instead of being kept.
 
-use crate::bridge::{is_placeholder, storage_key, storage_offset, tensor_version, WeakStorage};
-use tch::{Kind, Tensor};
+use crate::bridge::{storage_offset, StorageKey, TensorMeta, WeakStorage};
+use tch::Tensor;
 
 /// What a `Save` region knew about a tensor input at entry.
 pub(crate) struct InputInfo {
     /// Position among the region's tensor inputs.
     pub index: usize,
     storage: WeakStorage,
-    kind: Kind,
-    sizes: Vec<i64>,
-    strides: Vec<i64>,
-    offset: i64,
+    /// Taken in one crossing, with the shape inline: no allocation per input.
+    meta: TensorMeta,
     version: u32,
     /// The input is (a view of) an upstream `Save` output: replay serves it
     /// (or a placeholder), so nothing can be rebuilt from it.
@@ -22,23 +20,29 @@ pub(crate) struct InputInfo {
 
 impl InputInfo {
     pub(crate) fn new(index: usize, t: &Tensor, stub: bool) -> Option<Self> {
-        if is_placeholder(t) {
+        let meta = TensorMeta::of(t).ok()?;
+        if meta.is_placeholder {
             return None;
         }
         Some(InputInfo {
             index,
             storage: WeakStorage::new(t)?,
-            kind: t.kind(),
-            sizes: t.size(),
-            strides: t.stride(),
-            offset: storage_offset(t),
-            version: tensor_version(t).ok()?,
+            version: meta.version?,
+            meta,
             stub,
         })
     }
 
-    fn same_storage(&self, t: &Tensor) -> bool {
-        self.storage.is_alive() && storage_key(t) == Some(self.storage.key())
+    fn same_storage(&self, key: Option<StorageKey>) -> bool {
+        self.storage.is_alive() && key == Some(self.storage.key())
+    }
+
+    fn sizes(&self) -> &[i64] {
+        self.meta.sizes()
+    }
+
+    fn strides(&self) -> &[i64] {
+        self.meta.strides()
     }
 }
 
@@ -55,17 +59,16 @@ pub(crate) struct ViewSpec {
 /// Which input `t` can be rebuilt from, if any: the input itself (`None`
 /// spec) or a view inside it. A tensor modified in place since entry is kept.
 pub(crate) fn classify(t: &Tensor, inputs: &[InputInfo]) -> Option<(usize, Option<ViewSpec>)> {
-    if is_placeholder(t) {
+    let meta = TensorMeta::of(t).ok()?;
+    if meta.is_placeholder {
         return None;
     }
-    let version = tensor_version(t).ok()?;
-    let (sizes, strides, offset) = (t.size(), t.stride(), storage_offset(t));
+    let version = meta.version?;
+    let (sizes, strides, offset) = (meta.sizes(), meta.strides(), meta.storage_offset);
+    let same =
+        |i: &InputInfo| i.same_storage(meta.storage) && i.meta.scalar_type == meta.scalar_type;
     if let Some(info) = inputs.iter().find(|i| {
-        i.same_storage(t)
-            && i.kind == t.kind()
-            && i.offset == offset
-            && i.sizes == sizes
-            && i.strides == strides
+        same(i) && i.meta.storage_offset == offset && i.sizes() == sizes && i.strides() == strides
     }) {
         return (!info.stub && version == info.version).then_some((info.index, None));
     }
@@ -75,20 +78,26 @@ pub(crate) fn classify(t: &Tensor, inputs: &[InputInfo]) -> Option<(usize, Optio
     }
     let info = inputs.iter().find(|i| {
         !i.stub
-            && i.same_storage(t)
-            && i.kind == t.kind()
-            && i.strides.iter().all(|&s| s >= 0)
-            && contains(i.offset, &i.sizes, &i.strides, offset, &sizes, &strides)
+            && same(i)
+            && i.strides().iter().all(|&s| s >= 0)
+            && contains(
+                i.meta.storage_offset,
+                i.sizes(),
+                i.strides(),
+                offset,
+                sizes,
+                strides,
+            )
     })?;
     (version == info.version).then(|| {
         (
             info.index,
             Some(ViewSpec {
-                sizes,
-                strides,
-                relative_offset: offset - info.offset,
-                base_sizes: info.sizes.clone(),
-                base_strides: info.strides.clone(),
+                sizes: sizes.to_vec(),
+                strides: strides.to_vec(),
+                relative_offset: offset - info.meta.storage_offset,
+                base_sizes: info.sizes().to_vec(),
+                base_strides: info.strides().to_vec(),
             }),
         )
     })

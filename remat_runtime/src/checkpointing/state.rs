@@ -16,6 +16,7 @@ use crate::checkpointing::persist::PersistIndex;
 use crate::checkpointing::record::SaveRecord;
 use crate::diagnostics::profiling::CheckpointCall;
 use crate::error::Error;
+use crate::fast_hash::FastMap;
 use crate::hooks::state::{RecomputeStateHook, Snapshots};
 use crate::sync::lock;
 use std::borrow::Cow;
@@ -67,7 +68,7 @@ pub(crate) struct Inner {
     pub replay_error: Option<String>,
     /// Graph tasks this checkpoint has replayed for.
     pub replayed: HashSet<i64>,
-    pub records: HashMap<Cow<'static, str>, Arc<SaveRecord>>,
+    pub records: FastMap<Cow<'static, str>, Arc<SaveRecord>>,
     /// The same records in forward order.
     pub order: Vec<Arc<SaveRecord>>,
     pub entry_snapshots: Snapshots,

@@ -540,7 +540,7 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
         }
     }
     let mut offloaded = inner.offloaded;
-    for (i, slot) in inner.slots.iter().enumerate() {
+    for (i, slot) in inner.outputs.iter().map(|o| &o.slot).enumerate() {
         match slot {
             Some(Slot::Resident { value, .. }) => {
                 if let Some(key) = storage_key(value) {
@@ -560,12 +560,13 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
     }
     let storages = storage_rows(values);
     let rebuilt: Vec<String> = inner.recipes.iter().map(|r| r.name.clone()).collect();
-    let outputs_gone = inner.outputs.iter().flatten().count() > 0
-        && inner
-            .outputs
-            .iter()
-            .flatten()
-            .all(|o| o.storage.as_ref().is_none_or(|s| !s.is_alive()));
+    let mut specs = inner
+        .outputs
+        .iter()
+        .filter_map(|o| o.spec.as_ref())
+        .peekable();
+    let outputs_gone =
+        specs.peek().is_some() && specs.all(|o| o.storage.as_ref().is_none_or(|s| !s.is_alive()));
     let released = outputs_gone && storages.is_empty() && rebuilt.is_empty() && offloaded == 0;
     RegionMemory {
         region: record.display(),
