@@ -17,6 +17,7 @@ fn main() {
 
     println!("cargo:rerun-if-changed=csrc/bridge.cpp");
     println!("cargo:rerun-if-changed=csrc/bridge.h");
+    println!("cargo:rerun-if-changed=csrc/guard.h");
     println!("cargo:rerun-if-changed=csrc/cuda_diag.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
@@ -93,6 +94,11 @@ fn cuda_include(lib: &Path) -> Option<PathBuf> {
         .map(|home| PathBuf::from(home).join("include"))
         .collect();
     candidates.push(PathBuf::from("/usr/local/cuda/include"));
+    // The wheel's headers appear when `cargo xtask setup` installs them.
+    println!(
+        "cargo:rerun-if-changed={}",
+        lib.join("../../nvidia").display()
+    );
     if let Ok(entries) = std::fs::read_dir(lib.join("../../nvidia")) {
         let mut wheel: Vec<PathBuf> = entries
             .flatten()

@@ -3,6 +3,7 @@
 // docs/architecture.md for why each API is used.
 
 #include "bridge.h"
+#include "guard.h"
 
 #include <ATen/ATen.h>
 #include <ATen/SequenceNumber.h>
@@ -41,29 +42,8 @@ using torch::autograd::variable_list;
 
 remat_callbacks g_cb;
 
-char* dup_string(const char* s) {
-  size_t n = std::strlen(s);
-  char* out = static_cast<char*>(std::malloc(n + 1));
-  if (out != nullptr) {
-    std::memcpy(out, s, n + 1);
-  }
-  return out;
-}
-
-// Runs `f`, turning any C++ exception into an error string.
-template <class F>
-remat_err guard(F&& f) {
-  try {
-    f();
-    return nullptr;
-  } catch (const c10::Error& e) {
-    return dup_string(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return dup_string(e.what());
-  } catch (...) {
-    return dup_string("unknown C++ exception in the remat bridge");
-  }
-}
+using remat_bridge::dup_string;
+using remat_bridge::guard;
 
 // Takes ownership of a tensor that Rust handed over.
 at::Tensor take(at::Tensor* t) {
@@ -281,7 +261,6 @@ extern "C" {
 
 // For cuda_diag.cpp, the other translation unit.
 const remat_callbacks* remat_internal_callbacks(void) { return &g_cb; }
-char* remat_internal_dup_string(const char* s) { return dup_string(s); }
 
 void remat_bridge_init(const remat_callbacks* callbacks) {
   static std::once_flag once;

@@ -5,6 +5,7 @@
 // See bridge.h for the conventions.
 
 #include "bridge.h"
+#include "guard.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -18,26 +19,14 @@
 
 extern "C" {
 const remat_callbacks* remat_internal_callbacks(void);
-char* remat_internal_dup_string(const char* s);
 }
 
 namespace {
 
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
-template <class F>
-remat_err guard(F&& f) {
-  try {
-    f();
-    return nullptr;
-  } catch (const c10::Error& e) {
-    return remat_internal_dup_string(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return remat_internal_dup_string(e.what());
-  } catch (...) {
-    return remat_internal_dup_string("unknown C++ exception in the remat bridge");
-  }
-}
+using remat_bridge::dup_string;
+using remat_bridge::guard;
 
 // What remat records for an allocation: a label from Rust (the checkpoint,
 // region and phase running when it was made).
@@ -114,7 +103,7 @@ remat_err remat_cuda_blocks(char** out) {
         address += block.size;
       }
     }
-    *out = remat_internal_dup_string(lines.str().c_str());
+    *out = dup_string(lines.str().c_str());
   });
 }
 

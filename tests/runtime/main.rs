@@ -4,6 +4,7 @@
 mod common;
 
 mod behaviour;
+mod cuda_build;
 mod diagnostics;
 mod freed;
 mod gradients;

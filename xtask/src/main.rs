@@ -21,6 +21,9 @@ const TORCH_VERSION: &str = "2.13.0";
 /// The Python peer the benchmark compares with (PyPI).
 const TORCH_REMAT_VERSION: &str = "0.2.0";
 
+/// The CUDA `crt/` headers matching torch 2.13.0's CUDA 13.0 wheels.
+const CUDA_CRT: &str = "nvidia-cuda-crt==13.0.88";
+
 type Result<T> = std::result::Result<T, String>;
 
 fn main() -> ExitCode {
@@ -134,8 +137,39 @@ fn setup() -> Result<PathBuf> {
         Some(torch) => torch,
         None => install(&base, &venv)?,
     };
+    cuda_headers(&venv, &torch);
     link_into_repo(&torch)?;
     Ok(torch)
+}
+
+/// The CUDA headers remat's `cuda` feature compiles its CUDA diagnostics
+/// against (csrc/cuda_diag.cpp). The CUDA wheel of torch brings the CUDA
+/// runtime's headers (`nvidia/cu13/include`) but not the `crt/` ones they
+/// include, which CUDA 13 ships in the small `nvidia-cuda-crt` wheel:
+/// installing it lets a machine without a GPU or toolkit build and test
+/// that code too. Best effort: without it the `cuda` feature builds with
+/// stubs, as before.
+fn cuda_headers(venv: &Path, torch: &Path) {
+    let include = torch.join("../nvidia/cu13/include");
+    if !include.join("cuda_runtime_api.h").is_file() || include.join("crt/host_config.h").is_file()
+    {
+        return;
+    }
+    eprintln!("xtask setup: installing {CUDA_CRT} (CUDA headers, about 130 KB) into the venv");
+    let installed = run(Command::new(venv.join("bin").join("python")).args([
+        "-m",
+        "pip",
+        "install",
+        "--no-input",
+        "--no-deps",
+        "--disable-pip-version-check",
+        CUDA_CRT,
+    ]));
+    if let Err(e) = installed {
+        eprintln!(
+            "xtask setup: warning: {e}; the `cuda` feature will build its CUDA diagnostics as stubs"
+        );
+    }
 }
 
 fn install(base: &Path, venv: &Path) -> Result<PathBuf> {
