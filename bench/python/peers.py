@@ -238,8 +238,8 @@ def _storage_bytes(seen, t):
 def saved_bytes(model, tokens, targets, impl, policy):
     """torch_remat: its own whole-model report. torch: unique storages that a
     saved-tensors hook sees (saves outside checkpoints and checkpoint inputs;
-    leaves that require grad, the parameters, are not counted) plus the SAC
-    cache of MUST_SAVE outputs."""
+    parameters and views of them are not counted) plus the SAC cache of
+    MUST_SAVE outputs."""
     model.zero_grad()
     if impl == "torch_remat" and policy != "none":
         out = loss(model, tokens, targets, impl, policy)
@@ -249,9 +249,12 @@ def saved_bytes(model, tokens, targets, impl, policy):
         return {"bytes": _parse_bytes(first.split(":", 1)[1].split("resident")[0].strip()),
                 "report": first}
     seen, total = set(), [0]
+    # Parameters and their views (`linear` saves the weight's transpose) are
+    # not activation memory; remat's count skips them by storage too.
+    params = {p.untyped_storage().data_ptr() for p in model.params()}
 
     def pack(t):
-        if not (t.is_leaf and t.requires_grad):
+        if t.untyped_storage().data_ptr() not in params:
             total[0] += _storage_bytes(seen, t)
         return t
 

@@ -283,15 +283,17 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
         o,
         "## 2. Memory\n\n\
          **Bytes saved for backward** at the forward→backward point, medium config (D=256, \
-         L=4), one forward each: remat's own report (`track_saved_tensors` + \
-         `saved_tensors_report`: what checkpoints keep plus what autograd saved outside them); \
-         torch_remat's own report (`format_saved_tensors_report(roots=loss)`, its header \
-         total); for `torch.utils.checkpoint` and the eager model, the unique storages that a \
+         L=4), one forward each: remat's own count (`planner::measure_kept_bytes`, what the \
+         training example's table and the planner use: what checkpoints keep, the inputs they \
+         keep for replay, and what autograd saved outside them); torch_remat's own report \
+         (`format_saved_tensors_report(roots=loss)`, its header total); for \
+         `torch.utils.checkpoint` and the eager model, the unique storages that a \
          `torch.autograd.graph.saved_tensors_hooks` pack hook sees (saves outside checkpoints \
-         and the checkpoints' inputs) plus the storages in the SAC caches. Parameters (leaves \
-         that require grad) are not counted anywhere. torch_remat's report does not count \
-         the checkpoints' inputs (the block inputs, 2 MiB each here), which remat's and the \
-         hook count do: that is the difference between the first two columns.\n\n\
+         and the checkpoints' inputs) plus the storages in the SAC caches. Parameters are not \
+         counted anywhere, nor views of them (which ops such as `linear` save): the hook skips \
+         every tensor whose storage is a parameter's. torch_remat's report does not count the \
+         checkpoints' inputs (the block inputs, 2 MiB each here), which remat's and the hook's \
+         counts do: that is the difference between the first two columns.\n\n\
          **Peak resident memory** (remat): a fresh process per policy runs {} step(s) of the \
          `{}` config (`deep`: D=256, L=32) and reports `VmHWM` from /proc/self/status; \
          \"forward growth\" is how much `VmRSS` grew over the first forward, a measure of \

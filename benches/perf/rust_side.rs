@@ -1,7 +1,8 @@
 //! The Rust variants: a training step of the reference model, the bytes it
 //! saves for backward, the per-region chain, and the memory child.
 
-use remat::{checkpoint, region, saved_tensors_report, track_saved_tensors, Policy};
+use remat::planner::measure_kept_bytes;
+use remat::{checkpoint, region, Policy};
 use remat_reference::model::{batch, Config, Model, ModelPolicy};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -53,14 +54,14 @@ impl Setup {
         (secs, f64::try_from(&loss).expect("a scalar loss"))
     }
 
-    /// Bytes saved for backward when the forward is done (remat's report:
-    /// what checkpoints keep plus what autograd saved outside them).
+    /// Bytes saved for backward when the forward is done: remat's count
+    /// (`planner::measure_kept_bytes`: what checkpoints keep, the inputs
+    /// they keep for replay, and what autograd saved outside them; not
+    /// parameters), the count the training example and the planner use.
     pub fn saved_bytes(&self, policy: ModelPolicy) -> i64 {
         self.model.zero_grad();
-        let (loss, outside) =
-            track_saved_tensors(|| self.model.loss(&self.tokens, &self.targets, policy));
-        let report = saved_tensors_report(Some(&outside));
-        let bytes = report.checkpoint_bytes() + report.outside_bytes().unwrap_or(0);
+        let (loss, bytes) =
+            measure_kept_bytes(|| self.model.loss(&self.tokens, &self.targets, policy));
         loss.backward();
         bytes
     }
