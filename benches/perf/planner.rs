@@ -71,6 +71,22 @@ pub struct Frontier {
     pub plans: Vec<Variant>,
     pub at_hand: Vec<usize>,
     pub sweep: Vec<usize>,
+    /// Each hand policy written as a plan's label (the same assignment of
+    /// the reference model's `Auto` regions and blocks).
+    pub hand_as_plan: Vec<String>,
+}
+
+/// A hand policy of the reference model as an assignment's label: every
+/// block the same (regions in forward order: attention, MLP).
+fn hand_label(policy: ModelPolicy, layers: usize) -> String {
+    let block = match policy {
+        ModelPolicy::None => "whole",
+        ModelPolicy::Full => "RR",
+        ModelPolicy::Selective => "SR",
+        ModelPolicy::SaveMlp => "RS",
+        ModelPolicy::Auto => "?",
+    };
+    vec![block; layers].join(" / ")
 }
 
 fn choices_of(plan: &Plan) -> Vec<Choice> {
@@ -257,8 +273,13 @@ pub fn frontier(
         let mut refs: Vec<&mut Variant> = hand.iter_mut().chain(plans.iter_mut()).collect();
         measure(&setup, &mut refs, rounds, 1, config);
     }
+    let hand_as_plan = POLICIES
+        .into_iter()
+        .map(|p| hand_label(p, profile.layers.len()))
+        .collect();
     Ok(Frontier {
         config,
+        hand_as_plan,
         profile: profile.to_string(),
         rounds,
         hand,

@@ -117,11 +117,16 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
         "| hand policy | bytes | step | plan at those bytes | plan's bytes | plan's step | plan ÷ hand |\n\
          | --- | --- | --- | --- | --- | --- | --- |"
     );
-    for (h, &i) in f.hand.iter().zip(&f.at_hand) {
+    for ((h, &i), as_plan) in f.hand.iter().zip(&f.at_hand).zip(&f.hand_as_plan) {
         let p = &f.plans[i];
+        let same = if p.label == *as_plan {
+            " (the same assignment)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {}{same} | {} | {} | {} |",
             h.label,
             mib(h.bytes),
             ms(h),
@@ -131,6 +136,12 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
             ratio(summary(&round_ratios(p, h)))
         );
     }
+    let _ = writeln!(
+        o,
+        "\nWhere the plan is the hand policy's own assignment, both run the same work (the \
+         plan through `Auto` regions and an active plan) and the ratio shows the measurement's \
+         noise."
+    );
     let _ = writeln!(
         o,
         "\nThe budget sweep (from the least bytes possible to `none`'s; identical plans once), \
