@@ -5,6 +5,7 @@
 //! replay. Both are flat: a tensor, or a tuple or `Vec` of them.
 
 use crate::error::{Error, Result};
+use crate::parts::Parts;
 use tch::Tensor;
 
 /// A value passed through a region untouched and uninspected.
@@ -219,6 +220,21 @@ pub trait RegionOutput: Sized {
     fn into_parts(self) -> Vec<Option<Tensor>>;
     /// The output rebuilt from the parts [`RegionOutput::into_parts`] gave.
     fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self>;
+
+    /// [`RegionOutput::into_parts`] without a `Vec` where the output is one
+    /// tensor (the runtime's forward path). Not a stable API: the default
+    /// suits every implementation.
+    #[doc(hidden)]
+    fn into_parts_inline(self) -> Parts {
+        Parts::Many(self.into_parts())
+    }
+
+    /// [`RegionOutput::from_parts`] from what
+    /// [`RegionOutput::into_parts_inline`] gave. Not a stable API.
+    #[doc(hidden)]
+    fn from_parts_inline(parts: Parts) -> Result<Self> {
+        Self::from_parts(parts.into_vec())
+    }
 }
 
 impl RegionOutput for Tensor {
@@ -228,6 +244,15 @@ impl RegionOutput for Tensor {
     fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
         single(parts).and_then(Tensor::from_part)
     }
+    fn into_parts_inline(self) -> Parts {
+        Parts::One(Some(self))
+    }
+    fn from_parts_inline(parts: Parts) -> Result<Self> {
+        match parts {
+            Parts::One(p) => Tensor::from_part(p),
+            Parts::Many(v) => Self::from_parts(v),
+        }
+    }
 }
 
 impl RegionOutput for Option<Tensor> {
@@ -236,6 +261,15 @@ impl RegionOutput for Option<Tensor> {
     }
     fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
         single(parts)
+    }
+    fn into_parts_inline(self) -> Parts {
+        Parts::One(self)
+    }
+    fn from_parts_inline(parts: Parts) -> Result<Self> {
+        match parts {
+            Parts::One(p) => Ok(p),
+            Parts::Many(v) => Self::from_parts(v),
+        }
     }
 }
 

@@ -34,6 +34,7 @@ mod function;
 mod hooks;
 mod io;
 pub mod nn;
+mod parts;
 pub mod planner;
 mod shared;
 mod sync;

@@ -202,9 +202,9 @@ impl Region {
         match (phase, policy) {
             (Phase::Forward, Policy::Recompute) => {
                 persist(&state.persist, &inputs)?;
-                let parts = body(inputs).into_parts();
+                let parts = body(inputs).into_parts_inline();
                 reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
-                O::from_parts(parts)
+                O::from_parts_inline(parts)
             }
             (Phase::Forward, Policy::Save) => {
                 save_region::forward(&state, self.name.clone(), self.location, inputs, body)

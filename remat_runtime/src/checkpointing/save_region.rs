@@ -200,7 +200,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
     };
     let exit = snapshot_all(&state.state_hooks).map_err(|m| record.error(m))?;
     let output_context = output_hooks.as_ref().and_then(TensorHooks::capture);
-    let parts = out.into_parts();
+    let parts = out.into_parts_inline();
     reject_grad_leaves(|| record.display(), &parts)?;
     let outputs = parts
         .iter()
@@ -252,7 +252,7 @@ pub(crate) fn forward<I: RegionInputs, O: RegionOutput>(
             record.persist(i, t, false)?;
         }
     }
-    O::from_parts(parts)
+    O::from_parts_inline(parts)
 }
 
 /// A `Save` region reached on replay: its body is skipped.
