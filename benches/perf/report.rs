@@ -346,9 +346,9 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          A checkpoint around a chain of 200 `y = x * 1.0001` on a 1-element tensor, as 200 \
          regions alternating `Save` and `Recompute`, against the same chain in a checkpoint \
          without regions: ((checkpoint + regions) − (checkpoint alone)) / 200, per round \
-         (each variant's value in a round is the least of {} runs: on a shared machine a run \
-         is only ever slowed down, by preemption, and a chain lasts a few milliseconds, about \
-         one time slice), then the median and \
+         (each variant's value in a round is the least of {} runs, the two variants \
+         alternating run by run: on a shared machine a run is only ever slowed down, by \
+         preemption, and a chain lasts a few milliseconds, about one time slice), then the median and \
          quartiles over {} rounds. Region names are literals (no formatting per call). For \
          torch_remat the regions are `remat.region(f, name, recompute=i % 2 == 1)`. \
          `torch.utils.checkpoint` has no regions: its row is selective activation \
