@@ -64,7 +64,7 @@ const FULL: Plan = Plan {
     deep_steps: 5,
     memory_config: "deep",
     planner_small_rounds: 31,
-    planner_medium_rounds: 7,
+    planner_medium_rounds: 11,
     planner_budgets: 9,
 };
 

@@ -16,6 +16,9 @@ use remat_reference::model::{Config, ModelPolicy, POLICIES};
 /// their least: a step of a few ms is about one time slice).
 pub const SMALL_REPS: usize = 5;
 
+/// Steps per variant and round on the medium config (about a second each).
+pub const MEDIUM_REPS: usize = 2;
+
 /// What one variant runs: a hand policy, or the reference model's `Auto`
 /// regions under a plan.
 pub enum Runner {
@@ -271,7 +274,7 @@ pub fn frontier(
     }
     {
         let mut refs: Vec<&mut Variant> = hand.iter_mut().chain(plans.iter_mut()).collect();
-        measure(&setup, &mut refs, rounds, 1, config);
+        measure(&setup, &mut refs, rounds, MEDIUM_REPS, config);
     }
     let hand_as_plan = POLICIES
         .into_iter()

@@ -1,6 +1,8 @@
 //! The markdown of section 4 (the planner) of docs/performance.md.
 
-use crate::planner::{best_hand_within, round_ratios, Frontier, SmallCheck, Variant, SMALL_REPS};
+use crate::planner::{
+    best_hand_within, round_ratios, Frontier, SmallCheck, Variant, MEDIUM_REPS, SMALL_REPS,
+};
 use crate::report::ms_with;
 use crate::stats::{summary, Summary};
 use std::fmt::Write;
@@ -108,9 +110,9 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
     let _ = writeln!(
         o,
         "### {} config: plans against the hand policies\n\n\
-         {} rounds, one step per variant and round. Bytes predicted = measured for {equal} of \
-         {plans} plans. The profile:\n\n```text\n{}```\n",
-        f.config, f.rounds, f.profile
+         {} rounds, each round's value the least of {} steps. Bytes predicted = measured for \
+         {equal} of {plans} plans. The profile:\n\n```text\n{}```\n",
+        f.config, f.rounds, MEDIUM_REPS, f.profile
     );
     let _ = writeln!(
         o,
