@@ -292,8 +292,8 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          and the checkpoints' inputs) plus the storages in the SAC caches. Parameters are not \
          counted anywhere, nor views of them (which ops such as `linear` save): the hook skips \
          every tensor whose storage is a parameter's. torch_remat's report does not count the \
-         checkpoints' inputs (the block inputs, 2 MiB each here), which remat's and the hook's \
-         counts do: that is the difference between the first two columns.\n\n\
+         checkpoints' inputs (the block inputs, 2 MiB each, 8 MiB in all here), which remat's \
+         and the hook's counts do.\n\n\
          **Peak resident memory** (remat): a fresh process per policy runs {} step(s) of the \
          `{}` config (`deep`: D=256, L=32) and reports `VmHWM` from /proc/self/status; \
          \"forward growth\" is how much `VmRSS` grew over the first forward, a measure of \
