@@ -13,7 +13,8 @@ pub struct RunResult {
     pub policy: ModelPolicy,
     /// Bytes saved for backward after the forward of the first batch.
     pub saved_total: i64,
-    /// The part saved outside checkpoints (all of it under `none`).
+    /// The part that is no checkpoint's own: saves outside checkpoints and
+    /// the inputs checkpoints keep (all of it under `none`).
     pub saved_outside: i64,
     /// Each live checkpoint's share, in forward order.
     pub saved_layers: Vec<(String, i64)>,

@@ -100,19 +100,20 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
 }
 
 /// Bytes saved for backward at the forward→backward point, from remat's
-/// own report: every checkpoint's share, the inputs checkpoints keep for
-/// replay, and what autograd saved outside checkpoints (embeddings, head,
-/// loss).
+/// own report: the total; what is not a checkpoint's own (autograd's saves
+/// outside checkpoints, i.e. embeddings, head and loss, plus the inputs
+/// checkpoints keep for replay), as the plot's first segment shows it; and
+/// every checkpoint's share.
 fn saved_for_backward(forward: impl FnOnce() -> Tensor) -> (i64, i64, Vec<(String, i64)>) {
     let (loss, outside) = track_saved_tensors(forward);
     let report = saved_tensors_report(Some(&outside));
-    let outside = report.outside_bytes().unwrap_or(0);
+    let outside = report.outside_bytes().unwrap_or(0) + report.input_bytes();
     let layers: Vec<(String, i64)> = report
         .checkpoints
         .iter()
         .map(|c| (c.checkpoint.clone(), c.bytes()))
         .collect();
-    let total = outside + report.checkpoint_bytes() + report.input_bytes();
+    let total = outside + report.checkpoint_bytes();
     // The gradients this leaves are zeroed before the first step.
     loss.backward();
     (total, outside, layers)
