@@ -24,7 +24,7 @@ mod rust_side;
 mod stats;
 
 use python::Peers;
-use remat_reference::model::{Config, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL};
+use remat_reference::model::{Config, ModelPolicy, Setup, DEEP, MEDIUM, POLICIES, SMALL};
 use report::{Machine, Results};
 use std::path::PathBuf;
 use std::process::Command;
@@ -233,7 +233,7 @@ fn run(args: &[String]) -> Result<(), String> {
 
     // 1. Step time, interleaved round by round.
     for (config, rounds) in plan.step_rounds {
-        let setup = rust_side::Setup::new(config_by_name(config).expect("known"));
+        let setup = Setup::new(config_by_name(config).expect("known"));
         // Warm-up: one step of every variant (allocator, lazy init), untimed.
         for round in 0..=rounds {
             let mut variants: Vec<(&str, ModelPolicy)> = Vec::new();
@@ -250,7 +250,7 @@ fn run(args: &[String]) -> Result<(), String> {
             for (imp, p) in variants {
                 let name = rust_side::policy_name(p);
                 let (secs, loss) = match imp {
-                    "remat" => setup.step(p),
+                    "remat" => rust_side::step(&setup, p),
                     _ => worker.step(config, imp, name)?,
                 };
                 if round > 0 {
@@ -266,10 +266,10 @@ fn run(args: &[String]) -> Result<(), String> {
 
     // 2. Bytes saved for backward (medium), then the memory children (deep).
     {
-        let setup = rust_side::Setup::new(MEDIUM);
+        let setup = Setup::new(MEDIUM);
         for p in POLICIES {
             let name = rust_side::policy_name(p);
-            results.bytes("remat", name, setup.saved_bytes(p));
+            results.bytes("remat", name, rust_side::saved_bytes(&setup, p));
             for imp in ["torch_remat", "torch"] {
                 if p == ModelPolicy::None && imp == "torch_remat" {
                     continue;

@@ -7,10 +7,10 @@
 //! Pareto frontier). All variants of a config run interleaved, round by
 //! round, like the rest of the bench.
 
-use crate::rust_side::{policy_name, Setup};
+use crate::rust_side::{policy_name, step};
 use crate::stats::{median, ratios};
 use remat::planner::{self, assignments, measure_kept_bytes, Choice, Plan};
-use remat_reference::model::{Config, ModelPolicy, POLICIES};
+use remat_reference::model::{Config, ModelPolicy, Setup, POLICIES};
 
 /// Steps per variant and round on the small config (the round's value is
 /// their least: a step of a few ms is about one time slice).
@@ -117,25 +117,11 @@ pub fn plan_label(plan: &Plan) -> String {
 
 fn profile(setup: &Setup) -> Result<planner::Profile, String> {
     // Five timing runs: the plan is only as good as the forward times.
-    planner::profile_with(
-        || {
-            setup
-                .model
-                .loss(&setup.tokens, &setup.targets, ModelPolicy::Auto)
-        },
-        5,
-    )
-    .map_err(|e| e.to_string())
+    planner::profile_with(|| setup.loss(ModelPolicy::Auto), 5).map_err(|e| e.to_string())
 }
 
 fn plan_variant(setup: &Setup, plan: Plan) -> Variant {
-    let (loss, bytes) = plan.scope(|| {
-        measure_kept_bytes(|| {
-            setup
-                .model
-                .loss(&setup.tokens, &setup.targets, ModelPolicy::Auto)
-        })
-    });
+    let (loss, bytes) = plan.scope(|| measure_kept_bytes(|| setup.loss(ModelPolicy::Auto)));
     drop(loss);
     Variant {
         label: plan_label(&plan),
@@ -148,8 +134,7 @@ fn plan_variant(setup: &Setup, plan: Plan) -> Variant {
 }
 
 fn hand_variant(setup: &Setup, policy: ModelPolicy) -> Variant {
-    let (loss, bytes) =
-        measure_kept_bytes(|| setup.model.loss(&setup.tokens, &setup.targets, policy));
+    let (loss, bytes) = measure_kept_bytes(|| setup.loss(policy));
     drop(loss);
     Variant {
         label: format!("`{}`", policy_name(policy)),
@@ -170,8 +155,8 @@ fn measure(setup: &Setup, variants: &mut [&mut Variant], rounds: usize, reps: us
             let v = &mut variants[(k + round) % n];
             let best = (0..reps)
                 .map(|_| match &v.runner {
-                    Runner::Hand(p) => setup.step(*p).0,
-                    Runner::Plan(plan) => plan.scope(|| setup.step(ModelPolicy::Auto).0),
+                    Runner::Hand(p) => step(setup, *p).0,
+                    Runner::Plan(plan) => plan.scope(|| step(setup, ModelPolicy::Auto).0),
                 })
                 .fold(f64::INFINITY, f64::min);
             if round > 0 {

@@ -3,13 +3,10 @@
 
 use remat::planner::measure_kept_bytes;
 use remat::{checkpoint, region, Policy};
-use remat_reference::model::{batch, Config, Model, ModelPolicy};
+use remat_reference::model::{Config, ModelPolicy, Setup};
 use std::sync::OnceLock;
 use std::time::Instant;
 use tch::{Kind, Tensor};
-
-pub const MODEL_SEED: i64 = 0;
-pub const BATCH_SEED: i64 = 1;
 
 pub fn policy_name(p: ModelPolicy) -> &'static str {
     match p {
@@ -27,44 +24,25 @@ pub fn policy_by_name(name: &str) -> Option<ModelPolicy> {
         .find(|p| policy_name(*p) == name)
 }
 
-pub struct Setup {
-    pub model: Model,
-    pub tokens: Tensor,
-    pub targets: Tensor,
+/// One forward and backward: seconds and the loss.
+pub fn step(setup: &Setup, policy: ModelPolicy) -> (f64, f64) {
+    setup.model.zero_grad();
+    let start = Instant::now();
+    let loss = setup.loss(policy);
+    loss.backward();
+    let secs = start.elapsed().as_secs_f64();
+    (secs, f64::try_from(&loss).expect("a scalar loss"))
 }
 
-impl Setup {
-    pub fn new(cfg: Config) -> Setup {
-        let model = Model::new(cfg, MODEL_SEED);
-        let (tokens, targets) = batch(cfg, BATCH_SEED);
-        Setup {
-            model,
-            tokens,
-            targets,
-        }
-    }
-
-    /// One forward and backward: seconds and the loss.
-    pub fn step(&self, policy: ModelPolicy) -> (f64, f64) {
-        self.model.zero_grad();
-        let start = Instant::now();
-        let loss = self.model.loss(&self.tokens, &self.targets, policy);
-        loss.backward();
-        let secs = start.elapsed().as_secs_f64();
-        (secs, f64::try_from(&loss).expect("a scalar loss"))
-    }
-
-    /// Bytes saved for backward when the forward is done: remat's count
-    /// (`planner::measure_kept_bytes`: what checkpoints keep, the inputs
-    /// they keep for replay, and what autograd saved outside them; not
-    /// parameters), the count the training example and the planner use.
-    pub fn saved_bytes(&self, policy: ModelPolicy) -> i64 {
-        self.model.zero_grad();
-        let (loss, bytes) =
-            measure_kept_bytes(|| self.model.loss(&self.tokens, &self.targets, policy));
-        loss.backward();
-        bytes
-    }
+/// Bytes saved for backward when the forward is done: remat's count
+/// (`planner::measure_kept_bytes`: what checkpoints keep, the inputs they
+/// keep for replay, and what autograd saved outside them; not parameters),
+/// the count the training example and the planner use.
+pub fn saved_bytes(setup: &Setup, policy: ModelPolicy) -> i64 {
+    setup.model.zero_grad();
+    let (loss, bytes) = measure_kept_bytes(|| setup.loss(policy));
+    loss.backward();
+    bytes
 }
 
 pub const CHAIN: usize = 200;
@@ -127,7 +105,7 @@ pub fn rss_child(cfg: Config, policy: ModelPolicy, steps: usize) {
     for step in 0..steps {
         setup.model.zero_grad();
         let before = vm_status().1;
-        let loss = setup.model.loss(&setup.tokens, &setup.targets, policy);
+        let loss = setup.loss(policy);
         if step == 0 {
             growth = vm_status().1 - before;
         }

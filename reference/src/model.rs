@@ -419,3 +419,30 @@ pub fn batch(cfg: Config, seed: i64) -> (Tensor, Tensor) {
         data.narrow(1, 1, cfg.t).contiguous(),
     )
 }
+
+/// The reference model (parameters from seed 0) with its batch (seed 1):
+/// what the tests and the benchmark train on, the same as the Python
+/// peers'.
+pub struct Setup {
+    pub model: Model,
+    pub tokens: Tensor,
+    pub targets: Tensor,
+}
+
+impl Setup {
+    /// The model of `cfg` and its batch.
+    pub fn new(cfg: Config) -> Setup {
+        let model = Model::new(cfg, 0);
+        let (tokens, targets) = batch(cfg, 1);
+        Setup {
+            model,
+            tokens,
+            targets,
+        }
+    }
+
+    /// The loss of the batch under `policy` (a graph not yet backpropagated).
+    pub fn loss(&self, policy: ModelPolicy) -> Tensor {
+        self.model.loss(&self.tokens, &self.targets, policy)
+    }
+}

@@ -1,7 +1,7 @@
 //! Plans at run time: gradients, where the decision is taken, plan files.
 
 use crate::common::{assert_bitwise, counter};
-use crate::{serial, Setup};
+use crate::{serial, Planned, Setup};
 use remat::planner::{self, Choice, LayerPlan, Plan, Prediction, Target};
 use remat::{checkpoint, recompute_needs_tensor, region, Policy, WeakStorage};
 use remat_reference::model::{ModelPolicy, SMALL};

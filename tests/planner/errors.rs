@@ -1,7 +1,7 @@
 //! Errors of the planner, by their messages.
 
 use crate::common::message;
-use crate::{serial, Setup};
+use crate::{serial, Planned, Setup};
 use remat::planner::{Plan, Target};
 use remat_reference::model::{Config, ModelPolicy, SMALL};
 use std::panic::{catch_unwind, AssertUnwindSafe};

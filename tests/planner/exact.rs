@@ -1,6 +1,6 @@
 //! Predictions equal measurements, and the solver is exact (brute force).
 
-use crate::{serial, Setup};
+use crate::{serial, Planned, Setup};
 use remat::planner::{assignments, measure_kept_bytes, predict, Choice, Plan};
 use remat_reference::model::{ModelPolicy, SMALL};
 

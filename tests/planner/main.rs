@@ -14,9 +14,9 @@ mod errors;
 mod exact;
 
 use remat::planner::{self, Profile};
-use remat_reference::model::{batch, Config, Model, ModelPolicy};
+use remat_reference::model::ModelPolicy;
+pub use remat_reference::model::Setup;
 use std::sync::{Mutex, MutexGuard};
-use tch::Tensor;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
@@ -26,35 +26,22 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A model with its batch.
-pub struct Setup {
-    pub model: Model,
-    pub tokens: Tensor,
-    pub targets: Tensor,
+/// What the planner tests ask of the reference model's setup.
+pub trait Planned {
+    fn profile(&self) -> Profile;
+    /// Bytes kept at the forward→backward point under `policy` (the graph
+    /// is dropped).
+    fn measure(&self, policy: ModelPolicy) -> i64;
 }
 
-impl Setup {
-    pub fn new(cfg: Config) -> Setup {
-        let model = Model::new(cfg, 0);
-        let (tokens, targets) = batch(cfg, 1);
-        Setup {
-            model,
-            tokens,
-            targets,
-        }
-    }
-
-    pub fn loss(&self, policy: ModelPolicy) -> Tensor {
-        self.model.loss(&self.tokens, &self.targets, policy)
-    }
-
-    pub fn profile(&self) -> Profile {
+impl Planned for Setup {
+    fn profile(&self) -> Profile {
         planner::profile_with(|| self.loss(ModelPolicy::Auto), 1).unwrap()
     }
 
     /// Bytes kept at the forward→backward point under `policy` (the graph
     /// is dropped).
-    pub fn measure(&self, policy: ModelPolicy) -> i64 {
+    fn measure(&self, policy: ModelPolicy) -> i64 {
         planner::measure_kept_bytes(|| self.loss(policy)).1
     }
 }

@@ -36,6 +36,21 @@ fn policy_color(i: usize) -> RGBColor {
     ][i % 5]
 }
 
+/// The series' legend in the upper right corner, on a light box.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    font_size: u32,
+) -> Result<(), Failure> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", font_size))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)
+}
+
 /// A label centred just above the bar in slot `i`, whose top is at `y`.
 fn above_bar(text: String, i: usize, y: f64) -> Text<'static, (SegmentValue<usize>, f64), String> {
     Text::new(
@@ -133,14 +148,7 @@ pub fn memory_and_time(path: &Path, results: &[RunResult], title: &str) -> Resul
             )))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 11))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, 11)?;
 
     let base = results
         .iter()
@@ -274,13 +282,6 @@ pub fn losses(path: &Path, results: &[RunResult], title: &str) -> Result<(), Fai
             ))
             .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font(("sans-serif", 12))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, 12)?;
     root.present().map_err(err)
 }
