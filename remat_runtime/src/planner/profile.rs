@@ -405,16 +405,10 @@ fn calibrate(
         .collect();
     // Whole is choice 0 of a kind that can be turned off; all-saved is the
     // last (see `Choice::all`).
-    let whole: Vec<usize> = profile
-        .layer_kind
+    let whole: Vec<usize> = baseline
         .iter()
-        .map(|&k| {
-            if profile.kinds[k].can_disable {
-                0
-            } else {
-                Profile::baseline_index(&profile.kinds[k])
-            }
-        })
+        .zip(&profile.layer_kind)
+        .map(|(&b, &k)| if profile.kinds[k].can_disable { 0 } else { b })
         .collect();
     let table = |choices: &[usize]| profile.table("the profiler's calibration".into(), choices);
     let mut runs = 1;
@@ -442,9 +436,7 @@ fn calibrate(
         }
     }
     for (j, &k) in kinds.iter().enumerate() {
-        let mut v = std::mem::take(&mut per_block[j]);
-        v.sort_unstable();
-        let cost = v.get(v.len() / 2).copied().unwrap_or(0);
+        let cost = median(std::mem::take(&mut per_block[j]));
         let kind = &mut profile.kinds[k];
         kind.fixed_ns = Some((cost - kind.bare_ns as i64).max(0) as u64);
     }
@@ -534,9 +526,9 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
     Ok((layers, kinds, layer_kind))
 }
 
-fn median(mut v: Vec<u64>) -> u64 {
+fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
     v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
+    v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
 /// Median forward times of `kind`, over its members and the runs.
