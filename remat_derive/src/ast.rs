@@ -1,11 +1,25 @@
 //! The model of `remat!`'s syntax: invocations, statements and regions as
-//! `parse` builds them and `check` and `expand` read them. Nothing here
-//! parses; the types only hold what the user wrote, with spans.
+//! `parse` builds them and `check` and `expand` read them, and `Mode`, which
+//! macro the code comes from (both the check and the generation depend on
+//! it). Nothing here parses; the types only hold what the user wrote, with
+//! spans.
 
 use std::cell::Cell;
 
 use proc_macro2::{Delimiter, Spacing, Span, TokenStream};
 use syn::{Attribute, Expr, ExprCall, ExprMethodCall, Ident, Macro, Pat};
+
+/// Which macro the code comes from. A `#[checkpoint]` body is all the code
+/// replay runs; a standalone `remat! { }` block is a part of it whose
+/// surroundings the check does not see, so its tail and `return` value are
+/// reads, and a name it does not declare may be a local from outside.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// The whole body of a `#[checkpoint]` function.
+    Checkpoint,
+    /// One standalone `remat! { }` block.
+    Block,
+}
 
 /// What one `remat!` invocation holds.
 pub(crate) enum Invocation {

@@ -32,13 +32,12 @@ use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
 use syn::{AttrStyle, Expr, FnArg, ItemFn, LitStr, Pat, Type};
 
-use crate::args::CheckpointArgs;
-use crate::ast::Name;
-use crate::attr;
-use crate::check::lower::Mode;
+use crate::ast::{Mode, Name};
 use crate::check::Checker;
+use crate::checkpoint_args::CheckpointArgs;
 use crate::errors::{parse_to_end, push_error};
 use crate::expand::ExpandNested;
+use crate::unchecked_attr;
 
 /// How a parameter reaches the closure.
 enum Kind {
@@ -58,7 +57,9 @@ enum Kind {
 
 /// Entry point of `#[checkpoint]`.
 pub(crate) fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
-    if let Some(error) = crate::nesting::check(&args).or_else(|| crate::nesting::check(&item)) {
+    if let Some(error) =
+        crate::depth_limit::check(&args).or_else(|| crate::depth_limit::check(&item))
+    {
         // The function is left as written: rustc parses deep code itself.
         let error = error.to_compile_error();
         return quote!(#error #item);
@@ -282,16 +283,16 @@ impl Expand {
 
         // The check covers the whole body, `remat!` blocks and bare code.
         let mut block = (*self.func.block).clone();
-        let nested = crate::nested::collect(&mut block);
-        checker.body(&block, Rc::clone(&nested));
+        let preparsed = crate::preparsed::collect(&mut block);
+        checker.body(&block, Rc::clone(&preparsed));
         if let Some(error) = checker.finish() {
             self.error(error);
         }
-        ExpandNested::new(nested).visit_block_mut(&mut block);
+        ExpandNested::new(preparsed).visit_block_mut(&mut block);
         if self.refused {
             // The errors say what to change; the body stays an ordinary
             // function body meanwhile.
-            attr::Strip.visit_block_mut(&mut block);
+            unchecked_attr::Strip.visit_block_mut(&mut block);
             let stmts = &block.stmts;
             let out = Output {
                 attrs,
@@ -302,7 +303,7 @@ impl Expand {
             };
             return (Some(out), self.errors);
         }
-        attr::Strip.visit_block_mut(&mut block);
+        unchecked_attr::Strip.visit_block_mut(&mut block);
         // The body as written (remat! expanded), for `enabled = false`.
         let plain = self.args.enabled.is_some().then(|| block.clone());
         if receiver.is_some() {

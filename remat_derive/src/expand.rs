@@ -23,13 +23,12 @@ use syn::parse::Parser;
 use syn::visit_mut::{self, VisitMut};
 use syn::{Expr, LitStr};
 
-use crate::ast::{self, Invocation, Name, PolicyKind, Region, Stmt};
-use crate::attr;
-use crate::check::lower::Mode;
+use crate::ast::{self, Invocation, Mode, Name, PolicyKind, Region, Stmt};
 use crate::check::Checker;
 use crate::errors::push_error;
-use crate::nested::Table;
 use crate::parse;
+use crate::preparsed::Table;
+use crate::unchecked_attr;
 
 /// The most arguments a region call may take (the runtime implements its
 /// inputs for tuples up to this arity).
@@ -37,7 +36,7 @@ const MAX_ARGS: usize = 12;
 
 /// Entry point of `remat!`.
 pub(crate) fn remat(input: TokenStream) -> TokenStream {
-    if let Some(error) = crate::nesting::check(&input) {
+    if let Some(error) = crate::depth_limit::check(&input) {
         return error.to_compile_error();
     }
     let (invocation, mut errors) = parse::parse_invocation(input);
@@ -129,7 +128,7 @@ impl Expander {
             }
             Stmt::MissingCall(stmt) => {
                 let mut local = syn::Stmt::Local(stmt.local.clone());
-                attr::Strip.visit_stmt_mut(&mut local);
+                unchecked_attr::Strip.visit_stmt_mut(&mut local);
                 local.to_tokens(out);
             }
             Stmt::Scope(stmt) => {
@@ -149,7 +148,7 @@ impl Expander {
             }
             Stmt::Bare(stmt) => {
                 let mut stmt = (**stmt).clone();
-                attr::Strip.visit_stmt_mut(&mut stmt);
+                unchecked_attr::Strip.visit_stmt_mut(&mut stmt);
                 stmt.to_tokens(out);
             }
         }
@@ -231,21 +230,21 @@ fn name_tokens(name: &Name) -> TokenStream {
 /// inner macro never runs. Parse errors are emitted where the invocation was.
 pub(crate) struct ExpandNested {
     expander: Expander,
-    nested: Rc<Table>,
+    preparsed: Rc<Table>,
 }
 
 impl ExpandNested {
-    /// Expands the invocations of `nested` (the table the check read).
-    pub(crate) fn new(nested: Rc<Table>) -> Self {
+    /// Expands the invocations of `preparsed` (the table the check read).
+    pub(crate) fn new(preparsed: Rc<Table>) -> Self {
         ExpandNested {
             expander: Expander::default(),
-            nested,
+            preparsed,
         }
     }
 
     /// A `remat!` in statement position: its statements, spliced.
     fn stmts(&mut self, mac: &syn::Macro, semi: Option<syn::Token![;]>) -> Vec<syn::Stmt> {
-        let parsed = self.nested.get(mac);
+        let parsed = self.preparsed.get(mac);
         let mut tokens = used_marker(mac);
         if let Some(errors) = &parsed.errors {
             tokens.extend(errors.to_compile_error());
@@ -263,7 +262,7 @@ impl ExpandNested {
 
     /// A `remat!` in expression position.
     fn expr(&mut self, mac: &syn::Macro) -> Expr {
-        let parsed = self.nested.get(mac);
+        let parsed = self.preparsed.get(mac);
         let mut errors = parsed.errors.clone();
         let marker = used_marker(mac);
         let tokens = match &parsed.invocation {
@@ -326,7 +325,7 @@ impl VisitMut for ExpandNested {
                     for mut stmt in stmts {
                         // `#[cfg(..)] remat! { .. }`: every statement it
                         // expands to keeps the attributes.
-                        attr::add_attrs(&mut stmt, &mac.attrs);
+                        unchecked_attr::add_attrs(&mut stmt, &mac.attrs);
                         // Bare code inside may hold further `remat!`s.
                         self.visit_stmt_mut(&mut stmt);
                         out.push(stmt);

@@ -10,18 +10,18 @@
 //! `syn::Error`s with precise spans, combined and emitted as
 //! `compile_error!`; the macros never panic.
 
-mod args;
 mod ast;
-mod attr;
 mod capture;
 mod check;
 mod checkpoint;
+mod checkpoint_args;
+mod default_name;
+mod depth_limit;
 mod errors;
 mod expand;
-mod names;
-mod nested;
-mod nesting;
 mod parse;
+mod preparsed;
+mod unchecked_attr;
 
 #[cfg(test)]
 mod tests;

@@ -20,9 +20,9 @@ use crate::ast::{
     compact, Call, Invocation, MissingCall, Name, NeedsStmt, Policy, PolicyKind, Region,
     RegionStmt, ScopeStmt, Stmt,
 };
-use crate::attr;
+use crate::default_name;
 use crate::errors::{parse_to_end, push_error};
-use crate::names;
+use crate::unchecked_attr;
 
 /// Parses the input of one `remat!` invocation. Malformed statements are
 /// skipped and reported, so that the rest still parses, is checked and
@@ -159,7 +159,7 @@ fn parse_stmt(
             })))
         }
         Kind::Region | Kind::LetRegion => {
-            let (attrs, unchecked) = attr::split(input.call(Attribute::parse_outer)?)?;
+            let (attrs, unchecked) = unchecked_attr::split(input.call(Attribute::parse_outer)?)?;
             let pat = match kind {
                 Kind::LetRegion => Some(parse_let_head(input)?),
                 _ => None,
@@ -184,7 +184,7 @@ fn parse_stmt(
             parse_needs(input).map(Stmt::Needs)
         }
         Kind::Scope => {
-            let (attrs, unchecked) = attr::split(input.call(Attribute::parse_outer)?)?;
+            let (attrs, unchecked) = unchecked_attr::split(input.call(Attribute::parse_outer)?)?;
             if let Some(attr) = attrs.first() {
                 return Err(syn::Error::new_spanned(
                     attr,
@@ -396,7 +396,7 @@ fn parse_region(input: ParseStream) -> syn::Result<Region> {
     };
     let name = match explicit {
         Some(name) => name,
-        None => names::default_name(&call).ok_or_else(|| {
+        None => default_name::default_name(&call).ok_or_else(|| {
             let call = match &call {
                 Call::Fn(c) => quote::ToTokens::to_token_stream(c),
                 Call::Method(c) => quote::ToTokens::to_token_stream(c),

@@ -17,23 +17,14 @@ use quote::ToTokens;
 use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, Lit, LitStr, Macro, Pat, Token};
 
-use crate::ast::{self, compact, Call, Invocation, Name, PolicyKind, Region};
-use crate::attr;
+use crate::ast::{self, compact, Call, Invocation, Mode, Name, PolicyKind, Region};
 use crate::check::ir::{Body, LocalId, Node, Operand, Proj, Read, ReadKind, Site, SiteId};
 use crate::check::report;
-use crate::nested::Table;
+use crate::preparsed::{Parsed, Table};
+use crate::unchecked_attr;
 
 /// The deepest expression nesting the check lowers.
 pub(crate) const MAX_DEPTH: usize = 256;
-
-/// Where the checked code lives.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// The whole body of a `#[checkpoint]` function.
-    Checkpoint,
-    /// One standalone `remat! { }` block.
-    Block,
-}
 
 #[derive(Clone)]
 enum Kind {
@@ -80,7 +71,7 @@ pub(crate) struct Lower {
     depth: usize,
     too_deep: bool,
     /// The body's `remat!` invocations, shared with the expansion.
-    nested: Rc<Table>,
+    preparsed: Rc<Table>,
 }
 
 /// Pure view methods of `Tensor` (rule 2). In-place variants (`squeeze_`)
@@ -253,14 +244,14 @@ impl Lower {
             opaque_macro: false,
             depth: 0,
             too_deep: false,
-            nested: Rc::default(),
+            preparsed: Rc::default(),
         }
     }
 
-    /// Reads the body's `remat!` invocations from `nested` (see
-    /// `crate::nested`), so that the check's decisions reach the expansion.
-    pub(crate) fn set_nested(&mut self, nested: Rc<Table>) {
-        self.nested = nested;
+    /// Reads the body's `remat!` invocations from `preparsed` (see
+    /// `crate::preparsed`), so that the check's decisions reach the expansion.
+    pub(crate) fn set_preparsed(&mut self, preparsed: Rc<Table>) {
+        self.preparsed = preparsed;
     }
 
     /// The lowered body and the errors found while lowering, each with its
@@ -424,8 +415,8 @@ impl Lower {
     /// Runs `f` with the statement's `#[remat(unchecked)]` in force, and
     /// makes it optional under `#[cfg]`.
     fn with_attrs(&mut self, stmt: &syn::Stmt, f: impl FnOnce(&mut Self)) {
-        let attrs = attr::stmt_attrs(stmt);
-        let unchecked = match attr::unchecked(attrs) {
+        let attrs = unchecked_attr::stmt_attrs(stmt);
+        let unchecked = match unchecked_attr::unchecked(attrs) {
             Ok(unchecked) => unchecked,
             Err(error) => {
                 // A misspelt `#[remat(...)]` was meant to silence the check:
@@ -736,9 +727,9 @@ impl Lower {
 
     /// A `remat!` expression, parsed (`Some` for either form; the caller
     /// wants the expression form).
-    fn remat_expr(&self, expr: &Expr) -> Option<Rc<crate::nested::Parsed>> {
+    fn remat_expr(&self, expr: &Expr) -> Option<Rc<Parsed>> {
         let Expr::Macro(mac) = expr else { return None };
-        ast::is_remat(&mac.mac).then(|| self.nested.get(&mac.mac))
+        ast::is_remat(&mac.mac).then(|| self.preparsed.get(&mac.mac))
     }
 
     /// A local name close to `name` (one edit away), for suggestions.
@@ -1277,7 +1268,7 @@ impl Lower {
             .map(|s| s.ident.to_string())
             .unwrap_or_default();
         if ast::is_remat(mac) {
-            let parsed = self.nested.get(mac);
+            let parsed = self.preparsed.get(mac);
             return match &parsed.invocation {
                 Invocation::Expr(region) => self.region(region),
                 Invocation::Stmts(stmts) => {

@@ -20,9 +20,9 @@ use std::rc::Rc;
 use proc_macro2::Span;
 use syn::Pat;
 
-use crate::ast;
-use crate::check::lower::{Lower, Mode};
-use crate::nested::Table;
+use crate::ast::{self, Mode};
+use crate::check::lower::Lower;
+use crate::preparsed::Table;
 
 /// The checker. Feed it parameters and a body (or statements), then take
 /// its errors.
@@ -44,9 +44,9 @@ impl Checker {
     }
 
     /// Checks the body of a `#[checkpoint]` function (its tail is returned),
-    /// whose `remat!` invocations `nested` holds (see `crate::nested`).
-    pub(crate) fn body(&mut self, block: &syn::Block, nested: Rc<Table>) {
-        self.lower.set_nested(nested);
+    /// whose `remat!` invocations `preparsed` holds (see `crate::preparsed`).
+    pub(crate) fn body(&mut self, block: &syn::Block, preparsed: Rc<Table>) {
+        self.lower.set_preparsed(preparsed);
         self.lower.block_stmts(&block.stmts);
     }
 

@@ -716,7 +716,7 @@ fn end_of_input_errors_point_at_the_last_token() {
 fn first_refused(chain: usize, place: u8) -> usize {
     let refused = |n: usize| {
         let (args, item) = deep_inputs(&deep_expr(&Deep::Chain(chain, n)), place);
-        let refused = |input: &Input| crate::nesting::check(&input.tokens().0).is_some();
+        let refused = |input: &Input| crate::depth_limit::check(&input.tokens().0).is_some();
         args.as_ref().is_some_and(refused) || refused(&item)
     };
     let (mut lo, mut hi) = (0, 1);
@@ -819,7 +819,7 @@ proptest! {
     }
 
     /// Long operator chains at one level (`- - - ... x`, `x + x + ...`)
-    /// have no delimiters: the chain limit of `crate::nesting` refuses
+    /// have no delimiters: the chain limit of `crate::depth_limit` refuses
     /// them before syn parses.
     #[test]
     fn long_chains_are_refused_without_overflow(deep in deep_chain(), place in any::<u8>()) {

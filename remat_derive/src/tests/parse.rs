@@ -159,7 +159,7 @@ fn default_names_come_from_the_callee() {
             syn::Expr::MethodCall(call) => Call::Method(call),
             _ => panic!("not a call"),
         };
-        crate::names::default_name(&call).map(|name| static_name(&name))
+        crate::default_name::default_name(&call).map(|name| static_name(&name))
     };
     assert_eq!(
         name(syn::parse_quote!((&self.mlp).forward(&h))).as_deref(),

@@ -2,6 +2,9 @@
 //!
 //! The attribute is inert: the macros read it, then strip it from their
 //! output, since no attribute named `remat` exists for rustc to resolve.
+//! Finding it means reading a statement's attributes where syn keeps them
+//! (an expression statement's are on the expression), which is here too,
+//! with the way back (`add_attrs`) for the expansion.
 
 use proc_macro2::Span;
 use syn::visit_mut::{self, VisitMut};
