@@ -46,6 +46,21 @@ pub(crate) enum Operand {
     Refresh(Box<Operand>, Vec<SiteId>),
 }
 
+impl Operand {
+    /// The part of this value at `proj`: a place's projections grow in
+    /// place, so that the analysis looks up one place, not a projection of
+    /// a place.
+    pub(crate) fn project(self, proj: Proj) -> Operand {
+        match self {
+            Operand::Place(local, mut projs) => {
+                projs.push(proj);
+                Operand::Place(local, projs)
+            }
+            other => Operand::Proj(Box::new(other), proj),
+        }
+    }
+}
+
 /// Where a read happens, for the message.
 #[derive(Clone, Debug)]
 pub(crate) enum ReadKind {

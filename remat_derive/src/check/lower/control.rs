@@ -1,0 +1,224 @@
+//! Lowering control flow to the IR's structured nodes: blocks and their
+//! tail values, `if` and `match` (branches, joined after), `for`, `while`
+//! and `loop` (loops, iterated to a fixpoint by the analysis), closures
+//! (loops too: they may run any number of times), and `return`.
+
+use syn::Expr;
+
+use super::{Closure, Lower};
+use crate::ast::Mode;
+use crate::check::ir::{Node, Operand, Proj};
+use crate::check::scope::Kind;
+use crate::check::vocab::{recomputing_guard, Guard};
+
+impl Lower {
+    /// A loop or `if` condition: its `let`s bind for the body, the rest is
+    /// read.
+    pub(super) fn cond(&mut self, cond: &Expr) {
+        match cond {
+            Expr::Let(_) => {
+                self.value(cond);
+            }
+            Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_)) => {
+                self.cond(&b.left);
+                self.cond(&b.right);
+            }
+            Expr::Paren(e) => self.cond(&e.expr),
+            _ => self.read_expr(cond),
+        }
+    }
+
+    pub(super) fn block_value(&mut self, block: &syn::Block) -> Operand {
+        self.scopes.push();
+        let count = block.stmts.len();
+        let mut result = Operand::Other;
+        for (i, stmt) in block.stmts.iter().enumerate() {
+            let tail = i + 1 == count;
+            match stmt {
+                syn::Stmt::Expr(expr, None) if tail => {
+                    let temp = self.temp();
+                    self.with_attrs(stmt, |this| {
+                        let op = this.value(expr);
+                        this.assign_temp(temp, op, false);
+                    });
+                    result = Operand::Place(temp, Vec::new());
+                }
+                syn::Stmt::Macro(mac) if tail && mac.semi_token.is_none() => {
+                    let temp = self.temp();
+                    self.with_attrs(stmt, |this| {
+                        let op = this.macro_value(&mac.mac, false);
+                        this.assign_temp(temp, op, false);
+                    });
+                    result = Operand::Place(temp, Vec::new());
+                }
+                _ => self.stmt(stmt),
+            }
+        }
+        self.scopes.pop();
+        result
+    }
+
+    /// An `if`; under an `is_recomputing()` guard, the branch that only
+    /// runs forward is not checked.
+    pub(super) fn if_value(&mut self, e: &syn::ExprIf) -> Operand {
+        let guard = recomputing_guard(&e.cond);
+        let temp = self.temp();
+        self.scopes.push();
+        self.cond(&e.cond);
+        let before = self.region_names.clone();
+        let forward = usize::from(guard == Some(Guard::ForwardOnly));
+        let then = self.nodes(|this| {
+            this.unchecked += forward;
+            this.forward_only += forward;
+            let op = this.block_value(&e.then_branch);
+            this.assign_temp(temp, op, false);
+            this.unchecked -= forward;
+            this.forward_only -= forward;
+        });
+        self.scopes.pop();
+        let after_then = std::mem::replace(&mut self.region_names, before);
+        let forward = usize::from(guard == Some(Guard::ReplayOnly));
+        let other = self.nodes(|this| {
+            this.unchecked += forward;
+            this.forward_only += forward;
+            let op = match &e.else_branch {
+                Some((_, else_branch)) => this.value(else_branch),
+                None => Operand::Other,
+            };
+            this.assign_temp(temp, op, false);
+            this.unchecked -= forward;
+            this.forward_only -= forward;
+        });
+        self.region_names.join(after_then);
+        self.emit(Node::Branch(vec![then, other]));
+        Operand::Place(temp, Vec::new())
+    }
+
+    pub(super) fn match_value(&mut self, e: &syn::ExprMatch) -> Operand {
+        let scrutinee = self.value(&e.expr);
+        let temp = self.temp();
+        let before = self.region_names.clone();
+        let mut after = before.clone();
+        let mut arms = Vec::new();
+        for arm in &e.arms {
+            self.region_names = before.clone();
+            let nodes = self.nodes(|this| {
+                this.scopes.push();
+                this.bind_pat(&arm.pat, scrutinee.clone(), &Kind::Plain);
+                if let Some((_, guard)) = &arm.guard {
+                    this.read_expr(guard);
+                }
+                let op = this.value(&arm.body);
+                this.assign_temp(temp, op, false);
+                this.scopes.pop();
+            });
+            arms.push(nodes);
+            after.join(std::mem::take(&mut self.region_names));
+        }
+        self.region_names = after;
+        self.emit(Node::Branch(arms));
+        Operand::Place(temp, Vec::new())
+    }
+
+    pub(super) fn for_value(&mut self, e: &syn::ExprForLoop) -> Operand {
+        let iter = self.value(&e.expr);
+        let label = e.label.as_ref().map(|l| l.name.ident.to_string());
+        self.loops += 1;
+        self.scopes.push();
+        let body = self.nodes(|this| {
+            this.bind_pat(&e.pat, iter.project(Proj::Index(None)), &Kind::Plain);
+            this.block_stmts(&e.body.stmts);
+        });
+        self.scopes.pop();
+        self.loops -= 1;
+        self.emit(Node::Loop { label, body });
+        Operand::Other
+    }
+
+    /// `while COND { BODY }`: a loop whose body is a branch, `BODY` or
+    /// `break`.
+    pub(super) fn while_value(&mut self, e: &syn::ExprWhile) -> Operand {
+        let label = e.label.as_ref().map(|l| l.name.ident.to_string());
+        self.loops += 1;
+        self.scopes.push();
+        let body = self.nodes(|this| {
+            this.cond(&e.cond);
+            let then = this.nodes(|this| {
+                this.scopes.push();
+                this.block_stmts(&e.body.stmts);
+                this.scopes.pop();
+            });
+            this.emit(Node::Branch(vec![then, vec![Node::Break(None)]]));
+        });
+        self.scopes.pop();
+        self.loops -= 1;
+        self.emit(Node::Loop { label, body });
+        Operand::Other
+    }
+
+    pub(super) fn loop_value(&mut self, e: &syn::ExprLoop) -> Operand {
+        let label = e.label.as_ref().map(|l| l.name.ident.to_string());
+        self.loops += 1;
+        let body = self.nodes(|this| {
+            this.block_value(&e.body);
+        });
+        self.loops -= 1;
+        self.emit(Node::Loop { label, body });
+        Operand::Other
+    }
+
+    /// A closure may run any number of times, later: its body is lowered as
+    /// a loop where it is written (Rust's borrows keep what it captures
+    /// from changing meanwhile), its result kept in a local.
+    pub(super) fn closure_value(&mut self, c: &syn::ExprClosure) -> Operand {
+        let result = self.temp();
+        self.closure_count += 1;
+        let label = format!("'__remat_closure{}", self.closure_count);
+        self.closures.push(Closure {
+            label: label.clone(),
+            result,
+        });
+        self.collect.push(Vec::new());
+        self.loops += 1;
+        self.scopes.push();
+        let body = self.nodes(|this| {
+            for input in &c.inputs {
+                this.bind_pat(input, Operand::Other, &Kind::Plain);
+            }
+            let op = this.value(&c.body);
+            this.assign_temp(result, op, true);
+        });
+        self.scopes.pop();
+        self.loops -= 1;
+        self.collect.pop();
+        self.closures.pop();
+        self.emit(Node::Loop {
+            label: Some(label),
+            body,
+        });
+        Operand::Place(result, Vec::new())
+    }
+
+    /// `return`: out of the innermost closure, or out of the checked code.
+    pub(super) fn returned(&mut self, value: Option<&Expr>) {
+        if let Some(closure) = self.closures.last() {
+            let (label, result) = (closure.label.clone(), closure.result);
+            if let Some(value) = value {
+                let op = self.value(value);
+                self.assign_temp(result, op, true);
+            }
+            self.emit(Node::Break(Some(label)));
+            return;
+        }
+        if let Some(value) = value {
+            match self.mode {
+                // On replay the checkpoint's return value is discarded.
+                Mode::Checkpoint => {
+                    self.value(value);
+                }
+                Mode::Block => self.read_expr(value),
+            }
+        }
+        self.emit(Node::Return);
+    }
+}

@@ -1,0 +1,149 @@
+//! The names whose meaning the check knows without seeing their code: view
+//! and metadata methods of `Tensor`, constructors that only wrap a value,
+//! the `std` macros that evaluate their arguments in place, compound
+//! assignment, and `is_recomputing()`. dsl.md states its rules in these
+//! terms; any other call is one the check cannot see into, whose result is
+//! computed (not a `save` output) and whose arguments it reads.
+
+use syn::{Expr, Ident};
+
+/// Pure view methods of `Tensor` (rule 2): the result shares the
+/// receiver's storage, so it is a placeholder exactly when the receiver is.
+/// In-place variants (`squeeze_`) are not views.
+pub(crate) fn is_view(method: &Ident) -> bool {
+    let name = method.to_string();
+    if name.ends_with('_') {
+        return false;
+    }
+    matches!(
+        name.as_str(),
+        "view"
+            | "view_as"
+            | "narrow"
+            | "select"
+            | "slice"
+            | "transpose"
+            | "tr"
+            | "permute"
+            | "unsqueeze"
+            | "chunk"
+            | "split"
+            | "unbind"
+            | "i"
+            | "shallow_clone"
+            | "detach"
+            | "alias"
+    ) || name.starts_with("squeeze")
+        || name.starts_with("expand")
+}
+
+/// Metadata reads, which work on a placeholder (rule 3).
+pub(crate) fn is_metadata(method: &Ident) -> bool {
+    let name = method.to_string();
+    let sized = name
+        .strip_prefix("size")
+        .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit()));
+    sized
+        || matches!(
+            name.as_str(),
+            "dim" | "kind" | "device" | "numel" | "requires_grad" | "is_contiguous" | "stride"
+        )
+}
+
+/// `x.iter()` and `x.into_iter()`: a loop over them sees `x`'s elements.
+pub(crate) fn is_iteration(method: &Ident) -> bool {
+    method == "iter" || method == "into_iter"
+}
+
+/// One-element tuple-struct patterns that bind the whole value they match
+/// (`Some(x)` binds the output held in the `Option`).
+pub(crate) fn is_wrapping_pattern(variant: &str) -> bool {
+    matches!(variant, "Some" | "Ok" | "Err" | "Box")
+}
+
+/// One-argument calls whose value is their argument, wrapped.
+pub(crate) fn is_wrapping_call(constructor: &str) -> bool {
+    matches!(constructor, "Some" | "Ok" | "Err")
+}
+
+/// Macros of `std` whose arguments are expressions evaluated in place.
+pub(crate) fn is_std_macro(name: &str) -> bool {
+    matches!(
+        name,
+        "println"
+            | "print"
+            | "eprintln"
+            | "eprint"
+            | "format"
+            | "format_args"
+            | "write"
+            | "writeln"
+            | "panic"
+            | "assert"
+            | "assert_eq"
+            | "assert_ne"
+            | "debug_assert"
+            | "debug_assert_eq"
+            | "debug_assert_ne"
+            | "dbg"
+            | "vec"
+            | "todo"
+            | "unimplemented"
+            | "unreachable"
+    )
+}
+
+/// `x += y` and the like: `x` is read, then holds a computed value.
+pub(crate) fn is_compound(op: &syn::BinOp) -> bool {
+    use syn::BinOp::*;
+    matches!(
+        op,
+        AddAssign(_)
+            | SubAssign(_)
+            | MulAssign(_)
+            | DivAssign(_)
+            | RemAssign(_)
+            | BitXorAssign(_)
+            | BitAndAssign(_)
+            | BitOrAssign(_)
+            | ShlAssign(_)
+            | ShrAssign(_)
+    )
+}
+
+/// Which runs a branch is taken on, when its condition says so.
+#[derive(PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// `if !is_recomputing() { .. }`: skipped on replay, so nothing in it
+    /// reads a placeholder, and a `needs` in it does not run there.
+    ForwardOnly,
+    /// `if is_recomputing() { .. }`: only on replay; its `else` is forward
+    /// only.
+    ReplayOnly,
+}
+
+/// The guard an `if` condition is, if it is `is_recomputing()` or its
+/// negation.
+pub(crate) fn recomputing_guard(cond: &Expr) -> Option<Guard> {
+    match cond {
+        Expr::Paren(e) => recomputing_guard(&e.expr),
+        Expr::Group(e) => recomputing_guard(&e.expr),
+        Expr::Unary(e) if matches!(e.op, syn::UnOp::Not(_)) => {
+            is_recomputing_call(&e.expr).then_some(Guard::ForwardOnly)
+        }
+        _ => is_recomputing_call(cond).then_some(Guard::ReplayOnly),
+    }
+}
+
+/// `is_recomputing()`, by any path.
+fn is_recomputing_call(expr: &Expr) -> bool {
+    match expr {
+        Expr::Paren(e) => is_recomputing_call(&e.expr),
+        Expr::Call(call) => {
+            call.args.is_empty()
+                && matches!(&*call.func, Expr::Path(p)
+                    if p.path.segments.last().is_some_and(|s| s.ident == "is_recomputing"))
+        }
+        _ => false,
+    }
+}
