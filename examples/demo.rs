@@ -12,9 +12,10 @@
 use remat_reference::model::{batch, Model, ModelPolicy, POLICIES, SMALL};
 
 use remat::{
-    apply, checkpoint, collect_trace, is_placeholder, placeholder, region, saved_tensors_hooks,
-    saved_tensors_report, track_saved_tensors, BackwardContext, ForwardContext, Function,
-    PlaceholderSpec, Policy, Result,
+    autograd::apply, autograd::placeholder, autograd::BackwardContext, autograd::ForwardContext,
+    autograd::Function, autograd::PlaceholderSpec, checkpoint, diagnostics::collect_trace,
+    diagnostics::saved_tensors_report, diagnostics::track_saved_tensors, is_placeholder, region,
+    saved_tensors_hooks, Policy, Result,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -194,7 +195,7 @@ fn bridge() -> Result<()> {
     let view = p.transpose(0, 1).narrow(0, 0, 4);
     println!(
         "   placeholder of {} bytes: view {:?}, still a placeholder: {}",
-        remat::storage_nbytes(&p),
+        remat::storage::storage_nbytes(&p),
         view.size(),
         is_placeholder(&view)
     );

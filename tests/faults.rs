@@ -13,9 +13,10 @@ mod common;
 
 use common::{assert_bitwise, input};
 use remat::{
-    apply, checkpoint, current_saved_tensor_info, grad_enabled, is_recomputing, live_checkpoints,
-    memory_report, recompute_needs_tensor, region, BackwardContext, ForwardContext, Function,
-    Policy, RecomputeStateHook, Result, TensorHooks, WeakStorage,
+    autograd::apply, autograd::grad_enabled, autograd::BackwardContext, autograd::ForwardContext,
+    autograd::Function, checkpoint, current_saved_tensor_info, diagnostics::live_checkpoints,
+    diagnostics::memory_report, is_recomputing, recompute_needs_tensor, region,
+    storage::WeakStorage, Policy, RecomputeStateHook, Result, TensorHooks,
 };
 use std::any::Any;
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,10 @@
 mod common;
 
 use common::{assert_bitwise, counter, grad_of, input, message};
-use remat::{checkpoint, is_recomputing, live_checkpoints, recompute_needs_tensor, region, Policy};
+use remat::{
+    checkpoint, diagnostics::live_checkpoints, is_recomputing, recompute_needs_tensor, region,
+    Policy,
+};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -53,7 +56,7 @@ fn a_graph_dropped_without_backward_frees_its_checkpoints() {
     let y = checkpoint("c").call(&x, move |x| {
         // exp keeps its result (a Save region's save) and it is persisted.
         let a = region("p", Policy::Save).call(&x, |x| (x * 2.0).exp());
-        *k.lock().unwrap() = remat::WeakStorage::new(&a);
+        *k.lock().unwrap() = remat::storage::WeakStorage::new(&a);
         recompute_needs_tensor(&a);
         (a * 2).exp()
     });

@@ -7,7 +7,10 @@
 //! thread and a fixed mmap threshold (the binary re-runs itself with
 //! `MALLOC_MMAP_THRESHOLD_` set, since glibc reads it at start-up).
 
-use remat::{heap_bytes_in_use, saved_tensors_report, track_saved_tensors};
+use remat::{
+    diagnostics::heap_bytes_in_use, diagnostics::saved_tensors_report,
+    diagnostics::track_saved_tensors,
+};
 use remat_reference::model::{batch, Model, ModelPolicy, POLICIES, SMALL};
 
 struct Measure {

@@ -6,8 +6,8 @@ mod common;
 
 use common::input;
 use remat::{
-    checkpoint, is_recomputing, memory_report, recompute_needs_tensor, region,
-    saved_tensors_report, Policy,
+    checkpoint, diagnostics::memory_report, diagnostics::saved_tensors_report, is_recomputing,
+    recompute_needs_tensor, region, Policy,
 };
 use tch::{Kind, Tensor};
 

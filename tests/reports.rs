@@ -4,8 +4,9 @@
 mod common;
 
 use remat::{
-    checkpoint, region, saved_tensors_report, saved_tensors_report_from, storage_nbytes,
-    track_saved_tensors, Policy, SavedTensorsReport,
+    checkpoint, diagnostics::saved_tensors_report, diagnostics::saved_tensors_report_from,
+    diagnostics::track_saved_tensors, diagnostics::SavedTensorsReport, region,
+    storage::storage_nbytes, Policy,
 };
 use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 use tch::{Device, Kind, Tensor};

@@ -4,7 +4,7 @@
 mod common;
 
 use common::assert_bitwise;
-use remat::{checkpoint, region, rng_state, Policy, RngStateHook};
+use remat::{autograd::rng_state, checkpoint, region, Policy, RngStateHook};
 use tch::{Device, Kind, Tensor};
 
 fn body(x: &Tensor) -> Tensor {
@@ -47,7 +47,7 @@ fn dropout_replays_the_forward_mask_and_the_outer_stream_is_untouched() {
             h.sum(Kind::Float)
         });
     let before = rng_state(Device::Cpu).unwrap();
-    let err = remat::backward_with(&y, false).unwrap_err();
+    let err = remat::autograd::backward_with(&y, false).unwrap_err();
     assert!(err.to_string().contains("replay exploded"), "{err}");
     assert!(rng_state(Device::Cpu).unwrap().equal(&before));
 

@@ -3,7 +3,7 @@
 //! checkpoint and the process's resident memory flat. A test binary of its
 //! own: it reads process-wide counters.
 
-use remat::live_checkpoints;
+use remat::diagnostics::live_checkpoints;
 use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 
 /// Resident set size in KiB (Linux).

@@ -542,8 +542,6 @@ int remat_graph_task_keep_graph(void) {
   return torch::autograd::get_current_graph_task_keep_graph();
 }
 
-int remat_is_leaf(const remat_tensor* t) { return t->is_leaf(); }
-
 int64_t remat_heap_bytes_in_use(void) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
   struct mallinfo2 info = mallinfo2();
@@ -635,9 +633,5 @@ remat_err remat_cuda_blocks(char** out) {
   return no_cuda();
 }
 #endif
-
-uintptr_t remat_grad_fn_key(const remat_tensor* t) {
-  return reinterpret_cast<uintptr_t>(t->grad_fn().get());
-}
 
 }  // extern "C"

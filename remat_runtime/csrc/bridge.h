@@ -156,7 +156,6 @@ void* remat_untracked_push(void);
 void remat_untracked_pop(void* guard);
 int remat_graph_task_id(void);
 int remat_graph_task_keep_graph(void);
-int remat_is_leaf(const remat_tensor* t);
 // Bytes the C heap has handed out and not taken back (glibc: the main
 // arena's in-use bytes plus every mmapped block), or -1 where unknown.
 int64_t remat_heap_bytes_in_use(void);
@@ -168,7 +167,6 @@ remat_err remat_rng_set_state(int device, const remat_tensor* state);
 // Backward from a scalar `loss`, accumulating into leaves' .grad, optionally
 // keeping the graph for another backward.
 remat_err remat_backward(const remat_tensor* loss, int keep_graph);
-uintptr_t remat_grad_fn_key(const remat_tensor* t);
 // Every node reachable from the roots' grad_fns, one line each:
 // "<thread id> <sequence nr> <name>\n" (a heap string in *out, free it with
 // remat_string_free).

@@ -16,13 +16,13 @@ use tch::Tensor;
 /// use remat_runtime::Capture;
 /// let w = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
 /// let (w2, n) = (w.capture(), 3usize.capture());
-/// assert_eq!(remat_runtime::storage_key(&w), remat_runtime::storage_key(&w2));
+/// assert_eq!(remat_runtime::storage::storage_key(&w), remat_runtime::storage::storage_key(&w2));
 /// ```
 ///
 /// Without the derive, implement it by capturing each field:
 ///
 /// ```
-/// use remat_runtime::{checkpoint, storage_key, Capture};
+/// use remat_runtime::{checkpoint, storage::storage_key, Capture};
 /// use tch::{kind::FLOAT_CPU, Tensor};
 ///
 /// struct Scale {

@@ -15,7 +15,7 @@ use tch::Tensor;
 /// there in `backward`, and the value is dropped with the graph.
 ///
 /// ```
-/// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+/// use remat_runtime::{autograd::apply, autograd::BackwardContext, autograd::ForwardContext, autograd::Function, Result};
 /// use tch::{Kind, Tensor};
 ///
 /// /// `x * y`, with its gradient written by hand.
@@ -61,7 +61,7 @@ pub trait Function: Send + 'static {
 /// What [`Function::forward`] can record for backward.
 ///
 /// ```
-/// # use remat_runtime::ForwardContext;
+/// # use remat_runtime::autograd::ForwardContext;
 /// # fn f(ctx: &mut ForwardContext, x: &tch::Tensor) {
 /// ctx.save_for_backward([("x", x)]);
 /// # }
@@ -85,7 +85,7 @@ impl ForwardContext {
     /// (`Tensor::new()`) keeps its slot and comes back undefined.
     ///
     /// ```
-    /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+    /// use remat_runtime::{autograd::apply, autograd::BackwardContext, autograd::ForwardContext, autograd::Function, Result};
     /// use tch::{Kind, Tensor};
     ///
     /// struct Square;
@@ -105,7 +105,7 @@ impl ForwardContext {
     /// let y = apply(Square, &[&x]).remove(0);
     /// // Saved tensors must stay as they were until backward:
     /// let _ = tch::no_grad(|| x.g_add_(&Tensor::ones([1], tch::kind::FLOAT_CPU)));
-    /// let err = remat_runtime::backward_with(&y.sum(Kind::Float), false).unwrap_err();
+    /// let err = remat_runtime::autograd::backward_with(&y.sum(Kind::Float), false).unwrap_err();
     /// assert!(err.to_string().contains("modified by an inplace operation"));
     /// ```
     pub fn save_for_backward<'a>(
@@ -125,7 +125,7 @@ impl ForwardContext {
 /// What [`Function::backward`] can read.
 ///
 /// ```
-/// # use remat_runtime::BackwardContext;
+/// # use remat_runtime::autograd::BackwardContext;
 /// # fn f(ctx: &BackwardContext<'_>) -> remat_runtime::Result<()> {
 /// let x = ctx.saved("x")?;
 /// if ctx.needs_input_grad(0) { /* ... */ }
@@ -143,7 +143,7 @@ impl BackwardContext<'_> {
     /// listing those that were.
     ///
     /// ```
-    /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+    /// use remat_runtime::{autograd::apply, autograd::BackwardContext, autograd::ForwardContext, autograd::Function, Result};
     /// use tch::{Kind, Tensor};
     ///
     /// /// `exp(x)`, whose gradient reuses the saved output.
@@ -186,7 +186,7 @@ impl BackwardContext<'_> {
     /// All saved tensors, in the order they were saved.
     ///
     /// ```
-    /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+    /// use remat_runtime::{autograd::apply, autograd::BackwardContext, autograd::ForwardContext, autograd::Function, Result};
     /// use tch::{Kind, Tensor};
     ///
     /// /// The dot product of two vectors.
@@ -219,7 +219,7 @@ impl BackwardContext<'_> {
     /// Backward can skip the work for inputs that need none:
     ///
     /// ```
-    /// use remat_runtime::{apply, BackwardContext, ForwardContext, Function, Result};
+    /// use remat_runtime::{autograd::apply, autograd::BackwardContext, autograd::ForwardContext, autograd::Function, Result};
     /// use tch::{Kind, Tensor};
     ///
     /// struct Mul;
@@ -300,7 +300,7 @@ impl<F: Function> NodeBackward for Node<F> {
 /// Panics where [`try_apply`] returns an error, as tch's plain functions do.
 ///
 /// ```
-/// # use remat_runtime::*;
+/// # use remat_runtime::{autograd::*, Error, Result};
 /// # struct Double;
 /// # impl Function for Double {
 /// #   fn forward(&mut self, _: &mut ForwardContext, i: &[&tch::Tensor]) -> Result<Vec<tch::Tensor>> { Ok(vec![i[0] * 2]) }
@@ -319,7 +319,7 @@ pub fn apply<F: Function>(function: F, inputs: &[&Tensor]) -> Vec<Tensor> {
 /// Like [`apply`], returning errors (from forward or from libtorch) as `Err`.
 ///
 /// ```
-/// # use remat_runtime::*;
+/// # use remat_runtime::{autograd::*, Error, Result};
 /// # struct Fails;
 /// # impl Function for Fails {
 /// #   fn forward(&mut self, _: &mut ForwardContext, _: &[&tch::Tensor]) -> Result<Vec<tch::Tensor>> { Err(Error::torch("no")) }

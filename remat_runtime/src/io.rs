@@ -5,7 +5,6 @@
 //! replay. Both are flat: a tensor, or a tuple or `Vec` of them.
 
 use crate::error::{Error, Result};
-use crate::parts::Parts;
 use tch::Tensor;
 
 /// A value passed through a region untouched and uninspected.
@@ -18,12 +17,18 @@ use tch::Tensor;
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Opaque<T>(pub T);
 
-/// One argument of a region: tensors are visited, anything else is opaque.
+/// What a region takes: one argument, or a tuple of up to 12 of them.
+/// Tensors (and references, `Option`s, slices and `Vec`s of them) are
+/// visited; numbers, strings and [`Opaque`] values pass uninspected.
 ///
-/// Implement it for a type of yours so that regions see its tensors:
+/// You meet it when a region's argument is a type of your own: implement it
+/// so that the region sees the tensors inside (a `recompute` region asks
+/// their producers to keep them, docs/semantics.md). The inputs of a whole
+/// checkpoint are [`CheckpointInputs`] instead, and what its closure owns is
+/// [`Capture`](crate::Capture).
 ///
 /// ```
-/// use remat_runtime::{region, Policy, RegionInput, RegionInputs};
+/// use remat_runtime::{region, Policy, RegionInput};
 /// use tch::{kind::FLOAT_CPU, Tensor};
 ///
 /// struct Pair {
@@ -40,7 +45,7 @@ pub struct Opaque<T>(pub T);
 ///
 /// let pair = Pair { a: Tensor::ones([2], FLOAT_CPU), b: Tensor::ones([2], FLOAT_CPU) };
 /// let mut seen = 0;
-/// pair.visit_tensors(&mut |_| seen += 1);
+/// pair.visit(&mut |_| seen += 1);
 /// assert_eq!(seen, 2);
 /// let sum = region("add", Policy::Recompute).call(&pair, |p| &p.a + &p.b);
 /// ```
@@ -111,26 +116,6 @@ opaque_inputs!(
     ()
 );
 
-/// The inputs of a region: a tuple of [`RegionInput`]s (or one of them).
-///
-/// ```
-/// use remat_runtime::RegionInputs;
-/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
-/// let mut n = 0;
-/// (&x, Some(&x), 1.5f64).visit_tensors(&mut |_| n += 1);
-/// assert_eq!(n, 2);
-/// ```
-pub trait RegionInputs {
-    /// Calls `f` on each tensor of the inputs, in order.
-    fn visit_tensors(&self, f: &mut dyn FnMut(&Tensor));
-}
-
-impl<T: RegionInput> RegionInputs for T {
-    fn visit_tensors(&self, f: &mut dyn FnMut(&Tensor)) {
-        self.visit(f)
-    }
-}
-
 /// Invokes `$m!` for tuples of 1 to 12 type parameters.
 macro_rules! for_each_arity {
     ($m:ident) => {
@@ -151,9 +136,9 @@ macro_rules! for_each_arity {
 
 macro_rules! tuple_inputs {
     ($($name:ident)+) => {
-        impl<$($name: RegionInput),+> RegionInputs for ($($name,)+) {
+        impl<$($name: RegionInput),+> RegionInput for ($($name,)+) {
             #[allow(non_snake_case)]
-            fn visit_tensors(&self, f: &mut dyn FnMut(&Tensor)) {
+            fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
                 let ($($name,)+) = self;
                 $($name.visit(f);)+
             }
@@ -163,9 +148,9 @@ macro_rules! tuple_inputs {
 for_each_arity!(tuple_inputs);
 
 /// The shallow handles of every tensor in `inputs`, in visit order.
-pub(crate) fn input_tensors(inputs: &impl RegionInputs) -> Vec<Tensor> {
+pub(crate) fn input_tensors(inputs: &impl RegionInput) -> Vec<Tensor> {
     let mut out = Vec::new();
-    inputs.visit_tensors(&mut |t| out.push(t.shallow_clone()));
+    inputs.visit(&mut |t| out.push(t.shallow_clone()));
     out
 }
 
@@ -181,7 +166,7 @@ pub(crate) fn input_tensors(inputs: &impl RegionInputs) -> Vec<Tensor> {
 /// let (y, none): (Tensor, Option<Tensor>) = region("maybe", Policy::Save).call(&x, |x| (x * 2, None));
 /// assert!(none.is_none());
 /// ```
-pub trait OutputItem: Sized {
+pub trait OutputItem: Sized + 'static {
     /// The item as an optional tensor.
     fn into_part(self) -> Option<Tensor>;
     /// The item back from an optional tensor (the same shape it had).
@@ -215,26 +200,11 @@ impl OutputItem for Option<Tensor> {
 /// let parts = (x.shallow_clone(), None::<tch::Tensor>).into_parts();
 /// assert_eq!(parts.len(), 2);
 /// ```
-pub trait RegionOutput: Sized {
+pub trait RegionOutput: Sized + 'static {
     /// The output's tensors, in order.
     fn into_parts(self) -> Vec<Option<Tensor>>;
     /// The output rebuilt from the parts [`RegionOutput::into_parts`] gave.
     fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self>;
-
-    /// [`RegionOutput::into_parts`] without a `Vec` where the output is one
-    /// tensor (the runtime's forward path). Not a stable API: the default
-    /// suits every implementation.
-    #[doc(hidden)]
-    fn into_parts_inline(self) -> Parts {
-        Parts::Many(self.into_parts())
-    }
-
-    /// [`RegionOutput::from_parts`] from what
-    /// [`RegionOutput::into_parts_inline`] gave. Not a stable API.
-    #[doc(hidden)]
-    fn from_parts_inline(parts: Parts) -> Result<Self> {
-        Self::from_parts(parts.into_vec())
-    }
 }
 
 impl RegionOutput for Tensor {
@@ -244,15 +214,6 @@ impl RegionOutput for Tensor {
     fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
         single(parts).and_then(Tensor::from_part)
     }
-    fn into_parts_inline(self) -> Parts {
-        Parts::One(Some(self))
-    }
-    fn from_parts_inline(parts: Parts) -> Result<Self> {
-        match parts {
-            Parts::One(p) => Tensor::from_part(p),
-            Parts::Many(v) => Self::from_parts(v),
-        }
-    }
 }
 
 impl RegionOutput for Option<Tensor> {
@@ -261,15 +222,6 @@ impl RegionOutput for Option<Tensor> {
     }
     fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
         single(parts)
-    }
-    fn into_parts_inline(self) -> Parts {
-        Parts::One(self)
-    }
-    fn from_parts_inline(parts: Parts) -> Result<Self> {
-        match parts {
-            Parts::One(p) => Ok(p),
-            Parts::Many(v) => Self::from_parts(v),
-        }
     }
 }
 
@@ -321,7 +273,11 @@ tuple_outputs!(7: A B C D E F G);
 tuple_outputs!(8: A B C D E F G H);
 
 /// The tensor inputs of a checkpoint. They are saved through autograd on
-/// entry and read back on replay, where the closure receives them owned.
+/// entry and read back on recomputation, where the closure receives them
+/// owned.
+///
+/// You meet it as the first argument of [`Checkpoint::call`](crate::Checkpoint::call);
+/// everything else the closure uses it must own ([`Capture`](crate::Capture)).
 ///
 /// Implemented for `&Tensor` (received as `Tensor`), `Option<&Tensor>`
 /// (`Option<Tensor>`), `&[Tensor]` and `&Vec<Tensor>` (`Vec<Tensor>`), and

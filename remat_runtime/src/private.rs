@@ -1,7 +1,6 @@
 //! Items the macros expand to. Not a stable API: use the public ones.
 
 pub use crate::diagnostics::trace::enter_scope;
-pub use crate::parts::Parts;
 
 /// A region argument, unchanged: the macros pass every argument through this
 /// so that a type that is no region input fails with a clear message.

@@ -1,5 +1,8 @@
 use crate::{assert_same, leaf, values};
-use remat::{apply, try_apply, BackwardContext, Error, ForwardContext, Function, Result};
+use remat::{
+    autograd::apply, autograd::try_apply, autograd::BackwardContext, autograd::ForwardContext,
+    autograd::Function, Error, Result,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tch::{Kind, Tensor};
@@ -213,7 +216,7 @@ fn no_grad_needed_means_no_node() {
 fn retain_graph_allows_a_second_backward() {
     let x = leaf(&[1.0, 3.0]);
     let y = apply(Cube, &[&x]).remove(0).sum(Kind::Float);
-    remat::backward_with(&y, true).unwrap();
+    remat::autograd::backward_with(&y, true).unwrap();
     y.backward();
     assert_eq!(values(&x.grad()), [6.0, 54.0]);
     let err = y.f_backward().unwrap_err().to_string();

@@ -1,4 +1,4 @@
-use remat::{is_placeholder, placeholder, PlaceholderSpec};
+use remat::{autograd::placeholder, autograd::PlaceholderSpec, is_placeholder};
 use tch::{Device, Kind, Tensor};
 
 const MSG: &str = "region `attention` output 0 was not kept; call recompute_needs_tensor";
@@ -21,7 +21,7 @@ fn metadata_and_views_work() {
     assert_eq!(p.view([6, 4]).size(), [6, 4]);
     assert_eq!(p.transpose(0, 2).size(), [4, 3, 2]);
     assert_eq!(p.select(0, 1).size(), [3, 4]);
-    assert_eq!(remat::storage_nbytes(&p), 2 * 3 * 4 * 4);
+    assert_eq!(remat::storage::storage_nbytes(&p), 2 * 3 * 4 * 4);
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn a_zero_element_placeholder_still_refuses_data() {
 fn no_memory_is_allocated_for_a_large_one() {
     // 2^40 floats: 4 TiB declared. Creating it must not touch that memory.
     let p = make(&[1 << 20, 1 << 20]);
-    assert_eq!(remat::storage_nbytes(&p), 4 << 40);
+    assert_eq!(remat::storage::storage_nbytes(&p), 4 << 40);
     assert_eq!(p.view([-1]).size(), [1 << 40]);
 }
 
@@ -85,8 +85,8 @@ fn spec_of_a_view_keeps_strides_and_offset() {
     let spec = PlaceholderSpec::of(&v);
     let p = placeholder(&spec, MSG).unwrap();
     assert_eq!((p.size(), p.stride()), (v.size(), v.stride()));
-    assert_eq!(remat::storage_offset(&p), 2);
-    assert_eq!(remat::storage_nbytes(&p), 24 * 4);
+    assert_eq!(p.storage_offset(), 2);
+    assert_eq!(remat::storage::storage_nbytes(&p), 24 * 4);
 }
 
 #[test]

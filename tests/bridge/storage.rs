@@ -1,7 +1,8 @@
 use crate::leaf;
 use remat::{
-    apply, graph_task_id, graph_task_keeps_graph, storage_key, tensor_version, BackwardContext,
-    ForwardContext, Function, Result, WeakStorage,
+    autograd::apply, autograd::graph_task_id, autograd::graph_task_keeps_graph,
+    autograd::BackwardContext, autograd::ForwardContext, autograd::Function, storage::storage_key,
+    storage::tensor_version, storage::WeakStorage, Result,
 };
 use std::sync::{Arc, Mutex};
 use tch::{Kind, Tensor};
@@ -73,7 +74,7 @@ fn graph_task_id_and_retain_graph_are_visible_in_backward() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let x = leaf(&[1.0]);
     let y = apply(Probe(seen.clone()), &[&x]).remove(0).sum(Kind::Float);
-    remat::backward_with(&y, true).unwrap();
+    remat::autograd::backward_with(&y, true).unwrap();
     y.backward();
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);

@@ -1,7 +1,7 @@
 //! Snapshots of the trace (`collect_trace`) of the macro model's forward:
 //! the `scope` of `loss`, and each block's regions under its policy.
 
-use remat::collect_trace;
+use remat::diagnostics::collect_trace;
 use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 
 fn trace(policy: ModelPolicy) -> String {

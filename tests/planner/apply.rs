@@ -3,7 +3,7 @@
 use crate::common::{assert_bitwise, counter};
 use crate::{serial, Planned, Setup};
 use remat::planner::{self, Choice, LayerPlan, Plan, Prediction, Target};
-use remat::{checkpoint, recompute_needs_tensor, region, Policy, WeakStorage};
+use remat::{checkpoint, recompute_needs_tensor, region, storage::WeakStorage, Policy};
 use remat_reference::model::{ModelPolicy, SMALL};
 use std::sync::atomic::Ordering::SeqCst;
 use tch::{Kind, Tensor};
@@ -128,7 +128,7 @@ fn a_plan_turns_checkpoints_off() {
     assert!(plan.layers.iter().all(|l| !l.choice.checkpointed), "{plan}");
     assert_eq!(plan.predicted.replay_ns, 0);
     let loss = plan.scope(|| s.loss(ModelPolicy::Auto));
-    assert_eq!(remat::live_checkpoints(), 0);
+    assert_eq!(remat::diagnostics::live_checkpoints(), 0);
     drop(loss);
 }
 

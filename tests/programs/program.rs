@@ -3,7 +3,7 @@
 //! remat (checkpoints and regions) or as plain autograd.
 
 use proptest::prelude::*;
-use remat::{checkpoint, live_checkpoints, recompute_needs_tensor, region, Policy};
+use remat::{checkpoint, diagnostics::live_checkpoints, recompute_needs_tensor, region, Policy};
 use remat::{RecomputeStateHook, RngStateHook};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};

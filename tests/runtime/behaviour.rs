@@ -3,8 +3,8 @@
 
 use crate::common::{assert_bitwise, counter, grad_of, input};
 use remat::{
-    backward_with, checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor, region,
-    Determinism, Policy, RecomputeStateHook,
+    autograd::backward_with, checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor,
+    region, Determinism, Policy, RecomputeStateHook,
 };
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -509,13 +509,13 @@ fn offloading_hooks_see_all_three_kinds_with_the_producers_context() {
 }
 
 /// A Save output kept for replay, and a weak handle to its storage.
-fn kept_output(x: &Tensor) -> (Tensor, Arc<Mutex<Option<remat::WeakStorage>>>) {
+fn kept_output(x: &Tensor) -> (Tensor, Arc<Mutex<Option<remat::storage::WeakStorage>>>) {
     let weak = Arc::new(Mutex::new(None));
     let w = weak.clone();
     let y = checkpoint("c").call(x, move |x| {
         let a = region("p", Policy::Save).call(&x, |x| x * 2.0);
         if !is_recomputing() {
-            *w.lock().unwrap() = remat::WeakStorage::new(&a);
+            *w.lock().unwrap() = remat::storage::WeakStorage::new(&a);
         }
         recompute_needs_tensor(&a);
         a.sin().sum(Kind::Float)
@@ -545,7 +545,7 @@ fn alive_after_serving(retain_graph: bool) -> Option<bool> {
     let y = checkpoint("c").call(&x, move |x| {
         let a = region("p", Policy::Save).call(&x, |x| x * 2.0);
         recompute_needs_tensor(&a);
-        let weak = remat::WeakStorage::new(&a).unwrap();
+        let weak = remat::storage::WeakStorage::new(&a).unwrap();
         let b = &a + 1.0;
         drop(a);
         if is_recomputing() {
@@ -586,7 +586,7 @@ fn modifying_a_persisted_output_in_place_errors_at_backward() {
 
 #[test]
 fn the_trace_shows_regions_and_scopes_of_the_forward_only() {
-    use remat::{collect_trace, trace_scope};
+    use remat::{diagnostics::collect_trace, diagnostics::trace_scope};
     let x = input();
     let (y, trace) = collect_trace(|| {
         trace_scope("model", || {

@@ -20,11 +20,14 @@ fn cuda_diagnostics_are_built_with_the_feature_and_say_what_is_missing() {
         // A GPU machine: the diagnostics must work (the OOM observer only
         // prints when an allocation fails).
         if cfg!(feature = "cuda") {
-            remat::attach_oom_observer().expect("the CUDA diagnostics on a CUDA machine");
+            remat::diagnostics::attach_oom_observer()
+                .expect("the CUDA diagnostics on a CUDA machine");
         }
         return;
     }
-    let err = remat::attach_oom_observer().unwrap_err().to_string();
+    let err = remat::diagnostics::attach_oom_observer()
+        .unwrap_err()
+        .to_string();
     if cfg!(feature = "cuda") && wheel_has_cuda_headers() {
         assert!(err.contains("no CUDA device is visible"), "{err}");
     } else {

@@ -4,10 +4,13 @@
 
 use crate::common::{assert_bitwise, input};
 use remat::{
-    apply, backward_with, checkpoint, collect_trace, current_saved_tensor_info, grad_enabled,
-    is_recomputing, memory_report, recompute_needs_tensor, region, storage_nbytes, trace_scope,
-    trace_scope_with, try_apply, BackwardContext, ForwardContext, Function, GradModeGuard,
-    MemoryReport, Policy, Result, RngStateHook, SavedTensorKind, TensorHooks, WeakStorage,
+    autograd::apply, autograd::backward_with, autograd::grad_enabled, autograd::try_apply,
+    autograd::BackwardContext, autograd::ForwardContext, autograd::Function,
+    autograd::GradModeGuard, checkpoint, current_saved_tensor_info, diagnostics::collect_trace,
+    diagnostics::memory_report, diagnostics::trace_scope, diagnostics::trace_scope_with,
+    diagnostics::MemoryReport, is_recomputing, recompute_needs_tensor, region,
+    storage::storage_nbytes, storage::WeakStorage, Policy, Result, RngStateHook, SavedTensorKind,
+    TensorHooks,
 };
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -453,8 +456,9 @@ fn a_parameter_saved_through_a_view_outside_checkpoints_is_not_billed() {
     let w = Tensor::randn([8, 16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let x0 = Tensor::randn([4, 16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let x = &x0 * 1; // an activation
-    let (y, outside) = remat::track_saved_tensors(|| x.linear::<Tensor>(&w, None).tanh());
-    let report = remat::saved_tensors_report(Some(&outside));
+    let (y, outside) =
+        remat::diagnostics::track_saved_tensors(|| x.linear::<Tensor>(&w, None).tanh());
+    let report = remat::diagnostics::saved_tensors_report(Some(&outside));
     // addmm/mm saves `x` and `w.t()`; tanh saves its result.
     let expected = storage_nbytes(&x) + storage_nbytes(&y);
     assert_eq!(report.outside_bytes(), Some(expected), "{report}");

@@ -5,7 +5,9 @@
 //! autograd keeps every one of these tensors alive until backward.
 
 use crate::common::{assert_bitwise, input};
-use remat::{checkpoint, is_recomputing, memory_report, region, Policy, WeakStorage};
+use remat::{
+    checkpoint, diagnostics::memory_report, is_recomputing, region, storage::WeakStorage, Policy,
+};
 use std::sync::{Arc, Mutex};
 use tch::{Kind, Tensor};
 

@@ -34,7 +34,7 @@ fn every_policy_gives_bitwise_the_same_loss_and_gradients() {
 
 #[test]
 fn in_selective_attention_runs_once_and_the_mlp_replays_once_per_backward() {
-    use remat::{backward_with, checkpoint, recompute_needs_tensor, region, Policy};
+    use remat::{autograd::backward_with, checkpoint, recompute_needs_tensor, region, Policy};
     use remat_reference::model::{attention, ln, mlp};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;

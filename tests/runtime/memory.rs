@@ -2,8 +2,9 @@
 
 use crate::common::assert_bitwise;
 use remat::{
-    checkpoint, memory_report, recompute_needs_tensor, region, storage_key, storage_nbytes,
-    MemoryReport, Policy, StorageKey, TensorHooks,
+    checkpoint, diagnostics::memory_report, diagnostics::MemoryReport, recompute_needs_tensor,
+    region, storage::storage_key, storage::storage_nbytes, storage::StorageKey, Policy,
+    TensorHooks,
 };
 use remat_reference::model::{block_body, Model, ModelPolicy, SMALL};
 use std::collections::HashMap;
@@ -225,10 +226,12 @@ fn a_save_region_under_a_tracker_pushed_inside_the_checkpoint_keeps_its_saves() 
     let (y, report) = report_of(&x, move |x| {
         let h = x.tanh();
         // `exp` saves its result: a kept save of the region.
-        let (e, outside) =
-            remat::track_saved_tensors(|| region("exp", Policy::Save).call(&h, |h| h.exp()));
+        let (e, outside) = remat::diagnostics::track_saved_tensors(|| {
+            region("exp", Policy::Save).call(&h, |h| h.exp())
+        });
         if !remat::is_recomputing() {
-            *t.lock().unwrap() = remat::saved_tensors_report(Some(&outside)).outside_bytes();
+            *t.lock().unwrap() =
+                remat::diagnostics::saved_tensors_report(Some(&outside)).outside_bytes();
         }
         recompute_needs_tensor(&e);
         e.sum(Kind::Float)

@@ -1,7 +1,7 @@
 //! Checkpoint options chosen at run time: `enabled` and strict replay.
 
 use crate::common::{assert_bitwise, counter, input};
-use remat::{checkpoint, memory_report, recompute_needs_tensor, region, Policy};
+use remat::{checkpoint, diagnostics::memory_report, recompute_needs_tensor, region, Policy};
 use std::sync::atomic::Ordering;
 use tch::{Kind, Tensor};
 

@@ -3,7 +3,7 @@
 
 use crate::common::{assert_bitwise, counter, grad_of, input};
 use remat::{
-    checkpoint, is_leaf, is_placeholder, is_recomputing, memory_report, recompute_needs_tensor,
+    checkpoint, diagnostics::memory_report, is_placeholder, is_recomputing, recompute_needs_tensor,
     region, Determinism, Policy, TensorHooks,
 };
 use std::sync::atomic::Ordering;
@@ -14,13 +14,13 @@ use tch::{Kind, Tensor};
 fn with_grad_on_but_nothing_requiring_grad_nothing_is_kept_or_replayed() {
     let runs = counter();
     let r = runs.clone();
-    let kept: Arc<Mutex<Option<remat::WeakStorage>>> = Arc::default();
+    let kept: Arc<Mutex<Option<remat::storage::WeakStorage>>> = Arc::default();
     let k = kept.clone();
     let x = input().detach(); // requires no grad, and no parameter does
     let y = checkpoint("c").call(&x, move |x| {
         r.fetch_add(1, Ordering::SeqCst);
         let h = region("s", Policy::Save).call(&x, |x| x.exp());
-        *k.lock().unwrap() = remat::WeakStorage::new(&h);
+        *k.lock().unwrap() = remat::storage::WeakStorage::new(&h);
         recompute_needs_tensor(&h);
         h.sin().sum(Kind::Float)
     });
@@ -103,7 +103,7 @@ fn a_served_value_requires_grad_exactly_when_its_original_did() {
         if is_recomputing() {
             let mut s = s.lock().unwrap();
             for t in [&a, &b] {
-                s.push((t.requires_grad(), is_leaf(t), is_placeholder(t)));
+                s.push((t.requires_grad(), t.is_leaf(), is_placeholder(t)));
             }
         }
         (a * b).sum(Kind::Float)

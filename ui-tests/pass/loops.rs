@@ -22,7 +22,7 @@ fn stack(x: &Tensor, scales: Vec<f64>) -> Tensor {
 
 fn main() {
     let x = Tensor::randn([4], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
-    let (y, trace) = remat::collect_trace(|| stack(&x, vec![0.5, 1.0, 2.0]));
+    let (y, trace) = remat::diagnostics::collect_trace(|| stack(&x, vec![0.5, 1.0, 2.0]));
     assert_eq!(
         trace.to_string(),
         "remat trace\n  layer.0: save\n  layer.1: save\n  layer.2: save\n"

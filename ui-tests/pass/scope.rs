@@ -26,7 +26,7 @@ fn block(x: &Tensor, index: usize) -> Tensor {
 
 fn main() {
     let x = Tensor::randn([4], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
-    let (y, trace) = remat::collect_trace(|| block(&x, 3));
+    let (y, trace) = remat::diagnostics::collect_trace(|| block(&x, 3));
     assert_eq!(
         trace.to_string(),
         "remat trace\n  attention block\n    attention: save\n  mlp.3\n    mlp: recompute\n"

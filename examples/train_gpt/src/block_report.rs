@@ -1,12 +1,12 @@
 //! The memory report of one block: block 0 of the reference model run
-//! through a checkpoint of the runtime API, with `remat::memory_report()`
+//! through a checkpoint of the runtime API, with `remat::diagnostics::memory_report()`
 //! called at the end of its forward (the only place it answers).
 //!
 //! Invariant: reports the forward's view only; the replay in backward does
 //! not overwrite it.
 
 use crate::corpus::{Corpus, Sampler};
-use remat::{checkpoint, memory_report, MemoryReport};
+use remat::{checkpoint, diagnostics::memory_report, diagnostics::MemoryReport};
 use remat_reference::model::{block_body, Config, Model, ModelPolicy};
 use std::sync::{Arc, Mutex};
 

@@ -158,7 +158,7 @@ fn plan_report(
     results: &[protocol::RunResult],
 ) -> Result<Result<(), String>, String> {
     let path = opts.out.join("plan.json");
-    let plan = remat::Plan::load(&path)
+    let plan = remat::planner::Plan::load(&path)
         .map_err(|e| format!("cannot read the plan back from {}: {e}", path.display()))?;
     let numbers = auto.plan.ok_or("the auto run reported no plan numbers")?;
     let none = results

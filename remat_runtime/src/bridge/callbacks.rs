@@ -4,7 +4,7 @@
 //! autograd reports as an `Err` from `backward`.
 
 use super::ffi::{self, Callbacks};
-use super::hooks::{HookPair, NodeId, Payload, SaveSite};
+use super::hook_stack::{HookPair, NodeId, Payload, SaveSite};
 use super::node::{NodeCtx, SavedAccess};
 use super::{borrow_tensor, give_tensor, take_tensor};
 use crate::error::panic_message;

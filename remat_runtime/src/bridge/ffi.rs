@@ -125,7 +125,6 @@ extern "C" {
     pub(super) fn remat_untracked_pop(guard: *mut c_void);
     pub(super) fn remat_graph_task_id() -> c_int;
     pub(super) fn remat_graph_task_keep_graph() -> c_int;
-    pub(super) fn remat_is_leaf(t: *const C_tensor) -> c_int;
     pub(super) fn remat_heap_bytes_in_use() -> i64;
     pub(super) fn remat_is_parameter(t: *const C_tensor) -> c_int;
     pub(super) fn remat_rng_get_state(device: c_int, out: *mut *mut C_tensor) -> RematErr;

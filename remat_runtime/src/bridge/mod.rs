@@ -6,33 +6,42 @@
 //! `at::Tensor*` (tch's `C_tensor`); C++ exceptions come back as error
 //! strings; Rust callbacks catch every panic before returning to C++.
 
+mod autograd;
 mod callbacks;
 mod cuda;
 mod ffi;
-mod hooks;
+mod heap;
+mod hook_stack;
 mod meta;
 mod node;
 mod placeholder;
+mod rng;
 mod storage;
 mod untracked;
 
+pub use autograd::{
+    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, set_grad_enabled,
+    GradModeGuard,
+};
+pub(crate) use autograd::{is_parameter, no_grad};
 pub(crate) use cuda::{
     attach_oom_observer, cuda_blocks, cuda_built, record_allocation_contexts, storage_data,
     OomEvent,
 };
-pub(crate) use hooks::{hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite};
+pub use heap::heap_bytes_in_use;
+pub(crate) use hook_stack::{
+    hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite,
+};
 pub(crate) use meta::{is_grad_leaf, TensorMeta};
 pub(crate) use node::{
     attach_node, grad_fn_saved, graph_nodes, served_value, NodeBackward, SavedAccess,
 };
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
-pub(crate) use storage::detached_alias;
+pub use rng::{rng_state, set_rng_state};
+pub(crate) use storage::{detached_alias, storage_offset};
 pub use storage::{
-    backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, heap_bytes_in_use, is_leaf,
-    rng_state, set_grad_enabled, set_rng_state, storage_key, storage_nbytes, storage_offset,
-    tensor_version, GradModeGuard, StorageKey, WeakStorage, WeakTensor,
+    storage_key, storage_nbytes, tensor_version, StorageKey, WeakStorage, WeakTensor,
 };
-pub(crate) use storage::{is_parameter, no_grad};
 pub(crate) use untracked::UntrackedGuard;
 
 use crate::error::{Error, Result};

@@ -1,6 +1,6 @@
 //! Custom autograd nodes whose backward is Rust code.
 
-use super::hooks::NodeId;
+use super::hook_stack::NodeId;
 use super::{check, ffi, init, take_tensor};
 use crate::error::Result;
 use std::collections::HashMap;

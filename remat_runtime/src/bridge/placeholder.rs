@@ -9,7 +9,7 @@ use torch_sys::C_tensor;
 /// The metadata of a placeholder: everything a tensor has but its data.
 ///
 /// ```
-/// use remat_runtime::{placeholder, PlaceholderSpec};
+/// use remat_runtime::{autograd::placeholder, autograd::PlaceholderSpec};
 /// use tch::{Device, Kind};
 /// let spec = PlaceholderSpec::contiguous(&[2, 3], Kind::Float, Device::Cpu);
 /// let p = placeholder(&spec, "no data here").unwrap();
@@ -35,7 +35,7 @@ impl PlaceholderSpec {
     /// A contiguous tensor of `sizes` whose storage is exactly its size.
     ///
     /// ```
-    /// use remat_runtime::PlaceholderSpec;
+    /// use remat_runtime::autograd::PlaceholderSpec;
     /// use tch::{Device, Kind};
     /// let spec = PlaceholderSpec::contiguous(&[2, 3], Kind::Float, Device::Cpu);
     /// assert_eq!(spec.strides, [3, 1]);
@@ -65,7 +65,7 @@ impl PlaceholderSpec {
     /// A placeholder made from it looks like `t` without holding its data:
     ///
     /// ```
-    /// use remat_runtime::{placeholder, PlaceholderSpec};
+    /// use remat_runtime::{autograd::placeholder, autograd::PlaceholderSpec};
     /// let t = tch::Tensor::zeros([4, 3], tch::kind::FLOAT_CPU);
     /// let view = t.narrow(0, 1, 2).transpose(0, 1); // sizes [3, 2], offset 3
     /// let spec = PlaceholderSpec::of(&view);
@@ -108,7 +108,7 @@ impl PlaceholderSpec {
 /// of a placeholder is a placeholder.
 ///
 /// ```
-/// use remat_runtime::{is_placeholder, placeholder, PlaceholderSpec};
+/// use remat_runtime::{is_placeholder, autograd::placeholder, autograd::PlaceholderSpec};
 /// use tch::{Device, Kind};
 /// let spec = PlaceholderSpec::contiguous(&[4, 4], Kind::Float, Device::Cpu);
 /// let p = placeholder(&spec, "the value was not kept").unwrap();

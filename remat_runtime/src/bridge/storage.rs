@@ -1,4 +1,5 @@
-//! Storage identity, version counters, grad mode and the running graph task.
+//! Storage identity, weak references to storages and tensors, version
+//! counters, and detached aliases.
 
 use super::{check, ffi};
 use crate::error::Result;
@@ -11,7 +12,7 @@ use tch::Tensor;
 /// freed; hold a [`WeakStorage`] to pin it.
 ///
 /// ```
-/// use remat_runtime::storage_key;
+/// use remat_runtime::storage::storage_key;
 /// let t = tch::Tensor::zeros([4, 4], tch::kind::FLOAT_CPU);
 /// assert_eq!(storage_key(&t), storage_key(&t.transpose(0, 1)));
 /// ```
@@ -22,7 +23,7 @@ pub struct StorageKey(pub(super) usize);
 /// sparse).
 ///
 /// ```
-/// use remat_runtime::storage_key;
+/// use remat_runtime::storage::storage_key;
 /// let t = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
 /// let other = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
 /// assert!(storage_key(&t).is_some());
@@ -38,7 +39,7 @@ pub fn storage_key(t: &Tensor) -> Option<StorageKey> {
 /// The byte size of `t`'s whole storage (0 without one).
 ///
 /// ```
-/// use remat_runtime::storage_nbytes;
+/// use remat_runtime::storage::storage_nbytes;
 /// let t = tch::Tensor::zeros([4, 4], tch::kind::FLOAT_CPU);
 /// assert_eq!(storage_nbytes(&t), 64);
 /// assert_eq!(storage_nbytes(&t.select(0, 1)), 64); // a view: still the whole storage
@@ -65,7 +66,7 @@ pub fn storage_offset(t: &Tensor) -> i64 {
 /// its address from being reused while held.
 ///
 /// ```
-/// use remat_runtime::WeakStorage;
+/// use remat_runtime::storage::WeakStorage;
 /// let t = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
 /// let weak = WeakStorage::new(&t).unwrap();
 /// assert!(weak.is_alive());
@@ -85,7 +86,7 @@ impl WeakStorage {
     /// A weak handle to `t`'s storage (`None` without one).
     ///
     /// ```
-    /// use remat_runtime::WeakStorage;
+    /// use remat_runtime::storage::WeakStorage;
     /// let t = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
     /// assert!(WeakStorage::new(&t).is_some());
     /// ```
@@ -100,7 +101,7 @@ impl WeakStorage {
     /// Any view keeps the storage alive:
     ///
     /// ```
-    /// use remat_runtime::WeakStorage;
+    /// use remat_runtime::storage::WeakStorage;
     /// let t = tch::Tensor::zeros([4, 4], tch::kind::FLOAT_CPU);
     /// let row = t.select(0, 1);
     /// let weak = WeakStorage::new(&t).unwrap();
@@ -117,7 +118,7 @@ impl WeakStorage {
     /// The key the storage had (stable while this handle exists).
     ///
     /// ```
-    /// use remat_runtime::{storage_key, WeakStorage};
+    /// use remat_runtime::{storage::storage_key, storage::WeakStorage};
     /// let t = tch::Tensor::zeros([4], tch::kind::FLOAT_CPU);
     /// let weak = WeakStorage::new(&t).unwrap();
     /// assert_eq!(Some(weak.key()), storage_key(&t));
@@ -139,7 +140,7 @@ impl Drop for WeakStorage {
 /// of any view sharing its counter.
 ///
 /// ```
-/// use remat_runtime::tensor_version;
+/// use remat_runtime::storage::tensor_version;
 /// let mut t = tch::Tensor::zeros([2], tch::kind::FLOAT_CPU);
 /// let v = tensor_version(&t).unwrap();
 /// let _ = t.g_add_(&tch::Tensor::ones([2], tch::kind::FLOAT_CPU));
@@ -163,171 +164,11 @@ pub(crate) fn detached_alias(t: &Tensor) -> Result<Tensor> {
     Ok(unsafe { super::take_tensor(out) })
 }
 
-/// Whether grad mode is on for this thread.
-///
-/// ```
-/// assert!(remat_runtime::grad_enabled());
-/// tch::no_grad(|| assert!(!remat_runtime::grad_enabled()));
-/// ```
-pub fn grad_enabled() -> bool {
-    // SAFETY: reads a thread-local flag.
-    unsafe { ffi::remat_grad_mode_enabled() != 0 }
-}
-
-/// Sets grad mode for this thread; prefer [`GradModeGuard`].
-///
-/// ```
-/// use remat_runtime::{grad_enabled, set_grad_enabled};
-/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
-/// set_grad_enabled(false);
-/// assert!(!grad_enabled());
-/// assert!(!(&x * 2).requires_grad()); // no graph is recorded
-/// set_grad_enabled(true);
-/// assert!((&x * 2).requires_grad());
-/// ```
-pub fn set_grad_enabled(enabled: bool) {
-    // SAFETY: writes a thread-local flag.
-    unsafe { ffi::remat_grad_mode_set(enabled as _) }
-}
-
-/// Sets grad mode for a scope and restores the previous mode on drop.
-///
-/// ```
-/// use remat_runtime::{grad_enabled, GradModeGuard};
-/// tch::no_grad(|| {
-///     let _g = GradModeGuard::new(true);
-///     assert!(grad_enabled());
-/// });
-/// ```
-#[derive(Debug)]
-pub struct GradModeGuard {
-    previous: bool,
-    // Grad mode is per thread: the guard must be dropped where it was made.
-    _not_send: std::marker::PhantomData<*const ()>,
-}
-
-impl GradModeGuard {
-    /// Sets grad mode to `enabled` until the guard is dropped.
-    ///
-    /// ```
-    /// use remat_runtime::{grad_enabled, GradModeGuard};
-    /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
-    /// {
-    ///     let _no_grad = GradModeGuard::new(false);
-    ///     assert!(!(&x * 2).requires_grad());
-    /// }
-    /// assert!(grad_enabled()); // restored on drop
-    /// ```
-    pub fn new(enabled: bool) -> Self {
-        let previous = grad_enabled();
-        set_grad_enabled(enabled);
-        GradModeGuard {
-            previous,
-            _not_send: std::marker::PhantomData,
-        }
-    }
-}
-
-impl Drop for GradModeGuard {
-    fn drop(&mut self) {
-        set_grad_enabled(self.previous);
-    }
-}
-
-/// Runs `f` with grad mode off and restores the previous mode however `f`
-/// ends, panics included (`tch::no_grad` restores it only on return).
-pub(crate) fn no_grad<R>(f: impl FnOnce() -> R) -> R {
-    let _guard = GradModeGuard::new(false);
-    f()
-}
-
-/// The id of the backward (graph task) running on this thread, if any.
-///
-/// ```
-/// assert_eq!(remat_runtime::graph_task_id(), None);
-/// ```
-pub fn graph_task_id() -> Option<i32> {
-    // SAFETY: reads a thread-local.
-    let id = unsafe { ffi::remat_graph_task_id() };
-    (id >= 0).then_some(id)
-}
-
-/// Whether the backward running on this thread keeps its graph
-/// (`retain_graph`); `false` outside backward.
-///
-/// ```
-/// assert!(!remat_runtime::graph_task_keeps_graph());
-/// ```
-pub fn graph_task_keeps_graph() -> bool {
-    // SAFETY: reads a thread-local.
-    unsafe { ffi::remat_graph_task_keep_graph() != 0 }
-}
-
-/// Whether `t` is a leaf of the autograd graph (no `grad_fn`).
-///
-/// ```
-/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
-/// assert!(remat_runtime::is_leaf(&x));
-/// assert!(!remat_runtime::is_leaf(&(&x * 2)));
-/// ```
-pub fn is_leaf(t: &Tensor) -> bool {
-    // SAFETY: `t` is a live tensor.
-    unsafe { ffi::remat_is_leaf(t.as_ptr()) != 0 }
-}
-
-/// Bytes of C heap memory in use now, as glibc counts them: the main
-/// arena's allocated bytes plus every block it mmapped (large tensors).
-/// `None` where the C library does not say (not glibc).
-///
-/// An independent measure of what a forward keeps alive: libtorch allocates
-/// CPU tensors with `malloc`, so the growth across a forward is its live
-/// activations and graph. Only the main thread's arena and mmapped blocks
-/// are seen: measure on the main thread, with intra-op threads set to one
-/// and `mallopt`'s mmap threshold fixed (`MALLOC_MMAP_THRESHOLD_`) so that
-/// tensors do not move between the two.
-///
-/// ```
-/// if let Some(before) = remat_runtime::heap_bytes_in_use() {
-///     let big = vec![0u8; 1 << 20];
-///     assert!(remat_runtime::heap_bytes_in_use().unwrap() >= before + (1 << 20));
-///     drop(big);
-/// }
-/// ```
-pub fn heap_bytes_in_use() -> Option<u64> {
-    // SAFETY: reads glibc's counters; no arguments.
-    let n = unsafe { ffi::remat_heap_bytes_in_use() };
-    u64::try_from(n).ok()
-}
-
-/// Whether `t` is a parameter (a leaf that requires grad) or a view of one:
-/// what reports leave out of activation memory.
-pub(crate) fn is_parameter(t: &Tensor) -> bool {
-    // SAFETY: `t` is a live tensor.
-    unsafe { ffi::remat_is_parameter(t.as_ptr()) != 0 }
-}
-
-/// Runs backward from `loss` (accumulating into the leaves' `grad`), keeping
-/// the graph for another backward when `retain_graph` is set: what tch's
-/// `backward` cannot do.
-///
-/// ```
-/// use remat_runtime::backward_with;
-/// let x = tch::Tensor::from_slice(&[2.0f32]).set_requires_grad(true);
-/// let y = (&x * &x).sum(tch::Kind::Float);
-/// backward_with(&y, true).unwrap();
-/// backward_with(&y, false).unwrap();
-/// assert_eq!(f32::try_from(x.grad()).unwrap(), 8.0);
-/// ```
-pub fn backward_with(loss: &Tensor, retain_graph: bool) -> Result<()> {
-    // SAFETY: `loss` is a live tensor.
-    check(unsafe { ffi::remat_backward(loss.as_ptr(), retain_graph as _) })
-}
-
 /// A weak reference to a tensor: [`WeakTensor::upgrade`] gives it back while
 /// some handle to it is alive, without keeping it (or its graph) alive.
 ///
 /// ```
-/// use remat_runtime::WeakTensor;
+/// use remat_runtime::storage::WeakTensor;
 /// let t = tch::Tensor::zeros([2], tch::kind::FLOAT_CPU);
 /// let weak = WeakTensor::new(&t);
 /// assert!(weak.upgrade().is_some());
@@ -347,7 +188,7 @@ impl WeakTensor {
     /// A weak reference to `t` (one that never upgrades if `t` is undefined).
     ///
     /// ```
-    /// use remat_runtime::{storage_key, WeakTensor};
+    /// use remat_runtime::{storage::storage_key, storage::WeakTensor};
     /// let t = tch::Tensor::zeros([2], tch::kind::FLOAT_CPU);
     /// let weak = WeakTensor::new(&t);
     /// let back = weak.upgrade().unwrap(); // the same tensor, not a copy
@@ -363,7 +204,7 @@ impl WeakTensor {
     /// Every handle counts, shallow clones included:
     ///
     /// ```
-    /// use remat_runtime::WeakTensor;
+    /// use remat_runtime::storage::WeakTensor;
     /// let t = tch::Tensor::zeros([2], tch::kind::FLOAT_CPU);
     /// let alias = t.shallow_clone();
     /// let weak = WeakTensor::new(&t);
@@ -389,50 +230,5 @@ impl Drop for WeakTensor {
             // SAFETY: frees the handle created in `new`, once.
             unsafe { ffi::remat_tensor_weak_free(self.0) }
         }
-    }
-}
-
-/// The state of libtorch's default random generator for `device` (CPU, or a
-/// CUDA device), as a byte tensor.
-///
-/// ```
-/// use remat_runtime::{rng_state, set_rng_state};
-/// let s = rng_state(tch::Device::Cpu).unwrap();
-/// let a = tch::Tensor::rand([3], tch::kind::FLOAT_CPU);
-/// set_rng_state(tch::Device::Cpu, &s).unwrap();
-/// assert!(a.equal(&tch::Tensor::rand([3], tch::kind::FLOAT_CPU)));
-/// ```
-pub fn rng_state(device: tch::Device) -> Result<Tensor> {
-    let mut out: *mut torch_sys::C_tensor = std::ptr::null_mut();
-    // SAFETY: on success `out` is an owned tensor.
-    unsafe {
-        check(ffi::remat_rng_get_state(generator_code(device)?, &mut out))?;
-        Ok(super::take_tensor(out))
-    }
-}
-
-/// Sets the state of `device`'s default generator (from [`rng_state`]).
-///
-/// ```
-/// use remat_runtime::{rng_state, set_rng_state};
-/// use tch::{kind::FLOAT_CPU, Device, Tensor};
-/// let state = rng_state(Device::Cpu).unwrap();
-/// let first = Tensor::rand([3], FLOAT_CPU);
-/// set_rng_state(Device::Cpu, &state).unwrap(); // rewind
-/// assert!(first.equal(&Tensor::rand([3], FLOAT_CPU)));
-/// assert!(set_rng_state(Device::Mps, &state).is_err()); // only CPU and CUDA
-/// ```
-pub fn set_rng_state(device: tch::Device, state: &Tensor) -> Result<()> {
-    // SAFETY: `state` is a live tensor.
-    check(unsafe { ffi::remat_rng_set_state(generator_code(device)?, state.as_ptr()) })
-}
-
-fn generator_code(device: tch::Device) -> Result<std::os::raw::c_int> {
-    match device {
-        tch::Device::Cpu => Ok(-1),
-        tch::Device::Cuda(i) => Ok(i as std::os::raw::c_int),
-        other => Err(crate::Error::torch(format!(
-            "no default generator for {other:?}"
-        ))),
     }
 }

@@ -10,16 +10,16 @@
 
 use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, WeakStorage};
 use crate::checkpointing::auto;
-use crate::checkpointing::closure::ReplayableClosure;
+use crate::checkpointing::checkpoint_state::{Body, CheckpointState, KeptInput, StateOptions};
+use crate::checkpointing::closure::RecomputableClosure;
 use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holder::ForwardHooks;
 use crate::checkpointing::nodes;
-use crate::checkpointing::state::{Body, CheckpointState, KeptInput, StateOptions};
-use crate::diagnostics::profiling;
+use crate::diagnostics::timing;
 use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
-use crate::hooks::state::{snapshot_all, RecomputeStateHook};
+use crate::hooks::state_hooks::{snapshot_all, RecomputeStateHook};
 use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::io::{CheckpointInputs, RegionOutput};
 use crate::sync::lock;
@@ -101,7 +101,7 @@ impl Checkpoint {
     /// without checkpointing, chosen at run time.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, live_checkpoints};
+    /// use remat_runtime::{checkpoint, diagnostics::live_checkpoints};
     /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let checkpointing = false; // e.g. from a command-line flag
     /// let y = checkpoint("block").enabled(checkpointing).call(&x, |x| x.sin());
@@ -120,7 +120,7 @@ impl Checkpoint {
     /// plan; the decision is taken once, on the forward, and replay keeps it.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, live_checkpoints, region, Policy};
+    /// use remat_runtime::{checkpoint, diagnostics::live_checkpoints, region, Policy};
     /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let y = checkpoint("block").auto().call(&x, |x| {
     ///     region("sin", Policy::Auto).call(&x, |x| x.sin())
@@ -164,7 +164,7 @@ impl Checkpoint {
     /// another shape than the forward did is an error of the backward:
     ///
     /// ```
-    /// use remat_runtime::{backward_with, checkpoint, is_recomputing, Determinism};
+    /// use remat_runtime::{autograd::backward_with, checkpoint, is_recomputing, Determinism};
     /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let y = checkpoint("block")
     ///     .determinism(Determinism::Metadata)
@@ -261,7 +261,7 @@ impl Checkpoint {
         I: CheckpointInputs,
         O: RegionOutput,
         F: Fn(I::Owned) -> O,
-        F: ReplayableClosure<I::Owned, O>,
+        F: RecomputableClosure<I::Owned, O>,
     {
         match self.run(inputs, body) {
             Ok(out) => out,
@@ -282,7 +282,7 @@ impl Checkpoint {
         I: CheckpointInputs,
         O: RegionOutput,
         F: Fn(I::Owned) -> O,
-        F: ReplayableClosure<I::Owned, O>,
+        F: RecomputableClosure<I::Owned, O>,
     {
         let name = self.name.clone().unwrap_or_else(|| "<unnamed>".into());
         match catch_quietly(|| self.run(inputs, body)) {
@@ -306,7 +306,7 @@ impl Checkpoint {
         I: CheckpointInputs,
         O: RegionOutput,
         F: Fn(I::Owned) -> O,
-        F: ReplayableClosure<I::Owned, O>,
+        F: RecomputableClosure<I::Owned, O>,
     {
         let mut flat = Vec::new();
         inputs.flatten(&mut flat);
@@ -330,11 +330,11 @@ impl Checkpoint {
             }
         };
         if !enabled || !grad_enabled() {
-            profiling::note_inputs(&flat);
+            timing::note_inputs(&flat);
             return Ok(body(owned(flat)));
         }
         let profile =
-            profiling::start_call(self.name.as_deref(), self.enabled == Enabled::Auto, &flat);
+            timing::start_call(self.name.as_deref(), self.enabled == Enabled::Auto, &flat);
 
         let present: Vec<bool> = flat.iter().map(Option::is_some).collect();
         let saved: Vec<&Tensor> = flat.iter().flatten().collect();
@@ -387,7 +387,7 @@ impl Checkpoint {
             match &state.profile {
                 None => (body)(flat),
                 Some(call) => {
-                    let start = profiling::DeviceTimer::start();
+                    let start = timing::DeviceTimer::start();
                     let parts = (body)(flat);
                     let mut call = lock(call);
                     call.elapsed = start.elapsed();

@@ -24,12 +24,12 @@
 /// `Sync`, so `Arc<Tensor>` is not `Send`).
 ///
 /// ```
-/// use remat_runtime::{checkpoint, ReplayableClosure};
-/// fn replayable<F: ReplayableClosure<tch::Tensor, tch::Tensor>>(_: &F) {}
+/// use remat_runtime::{checkpoint, RecomputableClosure};
+/// fn recomputable<F: RecomputableClosure<tch::Tensor, tch::Tensor>>(_: &F) {}
 /// let w = tch::Tensor::ones([2, 2], tch::kind::FLOAT_CPU);
 /// let owned = w.shallow_clone();
 /// let f = move |x: tch::Tensor| x.matmul(&owned); // owns its weight
-/// replayable(&f);
+/// recomputable(&f);
 /// ```
 #[diagnostic::on_unimplemented(
     message = "this closure cannot be a checkpoint's body: it runs again during backward, after `call` returns, so it must own what it uses",
@@ -41,10 +41,10 @@
     note = "for a value without `Capture`, `remat::Shared::new(value)`; not an `Arc`: tch's `Tensor` is not `Sync`, so `Arc<Tensor>` is not `Send`",
     note = "the closure must also be `Fn({I}) -> {O}`: it takes its inputs by value"
 )]
-pub trait ReplayableClosure<I, O>: Fn(I) -> O + Send + 'static {}
+pub trait RecomputableClosure<I, O>: Fn(I) -> O + Send + 'static {}
 
 #[diagnostic::do_not_recommend]
-impl<I, O, F> ReplayableClosure<I, O> for F
+impl<I, O, F> RecomputableClosure<I, O> for F
 where
     F: Fn(I) -> O + 'static,
     F: Send,

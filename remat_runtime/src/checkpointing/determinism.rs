@@ -28,15 +28,15 @@ pub enum Determinism {
 
 /// Shape, dtype and device of a saved tensor.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct TensorMeta {
+pub(crate) struct SaveMeta {
     sizes: Vec<i64>,
     kind: Kind,
     device: Device,
 }
 
-impl TensorMeta {
+impl SaveMeta {
     fn of(t: &Tensor) -> Self {
-        TensorMeta {
+        SaveMeta {
             sizes: t.size(),
             kind: t.kind(),
             device: t.device(),
@@ -47,8 +47,8 @@ impl TensorMeta {
 /// What the determinism check keeps of each forward save.
 pub(crate) enum ForwardSave {
     Nothing,
-    Meta(TensorMeta),
-    Value(TensorMeta, Tensor),
+    Meta(SaveMeta),
+    Value(SaveMeta, Tensor),
 }
 
 impl Determinism {
@@ -56,8 +56,8 @@ impl Determinism {
     pub(crate) fn record(self, saves: &mut Vec<ForwardSave>, t: &Tensor) {
         saves.push(match self {
             Determinism::None => ForwardSave::Nothing,
-            Determinism::Metadata => ForwardSave::Meta(TensorMeta::of(t)),
-            Determinism::Bitwise => ForwardSave::Value(TensorMeta::of(t), t.copy()),
+            Determinism::Metadata => ForwardSave::Meta(SaveMeta::of(t)),
+            Determinism::Bitwise => ForwardSave::Value(SaveMeta::of(t), t.copy()),
         });
     }
 
@@ -73,7 +73,7 @@ impl Determinism {
             Some(ForwardSave::Value(m, v)) => (m, Some(v)),
             _ => return Ok(()),
         };
-        let now = TensorMeta::of(t);
+        let now = SaveMeta::of(t);
         if &now != meta {
             return Err(format!(
                 "saved tensor {index} differs between forward and replay: forward saved \

@@ -9,7 +9,7 @@
 //! so after any checkpoint call, replay or failure the stack is as before.
 
 use crate::bridge::{hooks_depth, HookPair};
-use crate::checkpointing::state::CheckpointState;
+use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::fast_hash::FastSet;
 use crate::hooks::tensor_hooks::TensorHooks;
 use std::borrow::Cow;

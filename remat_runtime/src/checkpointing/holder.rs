@@ -7,10 +7,10 @@
 //! points (weakly) at its slot, so a holder autograd released is not filled.
 
 use crate::bridge::{graph_task_id, HookPair, Payload, SaveSite};
+use crate::checkpointing::checkpoint_state::{CheckpointState, HolderSlot};
 use crate::checkpointing::frame;
-use crate::checkpointing::replay::replay_if_needed;
-use crate::checkpointing::state::{CheckpointState, HolderSlot};
-use crate::diagnostics::profiling;
+use crate::checkpointing::recompute::replay_if_needed;
+use crate::diagnostics::timing;
 use crate::sync::lock;
 use std::any::Any;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -51,7 +51,7 @@ impl HookPair for ForwardHooks {
     fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         let state = &self.0;
         if let Some(call) = &state.profile {
-            profiling::note_saved(call, &tensor);
+            timing::note_saved(call, &tensor);
         }
         if let Some(pair) = frame::save_pack_of(state) {
             let payload = pair.pack_saved(tensor, site)?;

@@ -5,15 +5,15 @@
 //! on the policy: names (non-empty, unique per phase), nesting, and dispatch
 //! by phase and policy; `save_region` holds what `Save` does.
 
+use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
-use crate::checkpointing::persist::persist;
 use crate::checkpointing::policy::Policy;
-use crate::checkpointing::save_region::{self, reject_grad_leaves};
-use crate::checkpointing::state::CheckpointState;
-use crate::diagnostics::profiling::{DeviceTimer, RegionCall};
+use crate::checkpointing::save_region::persist::persist;
+use crate::checkpointing::save_region::{forward as save_forward, serve as save_serve};
+use crate::diagnostics::timing::{DeviceTimer, RegionCall};
 use crate::diagnostics::trace;
 use crate::error::{Error, Result};
-use crate::io::{RegionInputs, RegionOutput};
+use crate::io::{RegionInput, RegionOutput};
 use crate::sync::lock;
 use std::borrow::Cow;
 use std::panic::Location;
@@ -93,7 +93,7 @@ impl Region {
     /// // d/dx (x w / 2)^2 = x w^2 / 2
     /// assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), [4.5, 16.0]);
     /// ```
-    pub fn call<I: RegionInputs, O: RegionOutput>(self, inputs: I, body: impl FnOnce(I) -> O) -> O {
+    pub fn call<I: RegionInput, O: RegionOutput>(self, inputs: I, body: impl FnOnce(I) -> O) -> O {
         match self.try_call(inputs, body) {
             Ok(out) => out,
             Err(e) => panic!("{e}"),
@@ -107,7 +107,7 @@ impl Region {
     /// let err = region("", Policy::Save).try_call((), |()| tch::Tensor::ones([1], tch::kind::FLOAT_CPU));
     /// assert!(err.is_err());
     /// ```
-    pub fn try_call<I: RegionInputs, O: RegionOutput>(
+    pub fn try_call<I: RegionInput, O: RegionOutput>(
         self,
         inputs: I,
         body: impl FnOnce(I) -> O,
@@ -190,7 +190,7 @@ impl Region {
         self.run(state, phase, policy, inputs, body)
     }
 
-    fn run<I: RegionInputs, O: RegionOutput>(
+    fn run<I: RegionInput, O: RegionOutput>(
         &self,
         state: Arc<CheckpointState>,
         phase: Phase,
@@ -202,12 +202,12 @@ impl Region {
         match (phase, policy) {
             (Phase::Forward, Policy::Recompute) => {
                 persist(&state.persist, &inputs)?;
-                let parts = body(inputs).into_parts_inline();
-                reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
-                O::from_parts_inline(parts)
+                let parts = crate::parts::into_parts(body(inputs));
+                save_forward::reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
+                crate::parts::from_parts(parts)
             }
             (Phase::Forward, Policy::Save) => {
-                save_region::forward(&state, self.name.clone(), self.location, inputs, body)
+                save_forward::forward(&state, self.name.clone(), self.location, inputs, body)
             }
             (Phase::Recompute, Policy::Recompute) => {
                 if lock(&state.inner).records.contains_key(self.name.as_ref()) {
@@ -221,7 +221,7 @@ impl Region {
                 }
                 Ok(body(inputs))
             }
-            (Phase::Recompute, Policy::Save) => save_region::replay(&state, &self.name, inputs),
+            (Phase::Recompute, Policy::Save) => save_serve::serve(&state, &self.name, inputs),
             (_, Policy::Auto) => Err(Error::Internal(format!(
                 "region `{}` reached its run with its policy unresolved",
                 state.region_display(&self.name)

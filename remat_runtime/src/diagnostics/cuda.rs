@@ -49,7 +49,7 @@ fn require_cuda(what: &str) -> Result<()> {
 ///
 /// ```
 /// # if !tch::Cuda::is_available() {
-/// let err = remat_runtime::attach_oom_observer().unwrap_err();
+/// let err = remat_runtime::diagnostics::attach_oom_observer().unwrap_err();
 /// assert!(err.to_string().contains("needs CUDA"));
 /// # }
 /// ```
@@ -100,7 +100,7 @@ fn print_oom_report(event: OomEvent) {
 ///
 /// ```
 /// # if !tch::Cuda::is_available() {
-/// let err = remat_runtime::record_allocation_sites(true).unwrap_err();
+/// let err = remat_runtime::diagnostics::record_allocation_sites(true).unwrap_err();
 /// assert!(err.to_string().contains("needs CUDA"));
 /// # }
 /// ```
@@ -121,7 +121,7 @@ impl MemoryReport {
     /// line either way.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let _y = checkpoint("block").call(&x, |x| {
     ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());

@@ -4,9 +4,9 @@
 //! many saves and outputs use it.
 
 use crate::bridge::{storage_data, storage_key, storage_nbytes, StorageKey};
+use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
-use crate::checkpointing::record::{Layout, SaveRecord, Slot};
-use crate::checkpointing::state::CheckpointState;
+use crate::checkpointing::save_region::record::{Layout, SaveRecord, Slot};
 use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
 use crate::sync::lock;
@@ -17,7 +17,7 @@ use tch::Kind;
 /// One storage a `Save` region keeps.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
 /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let _y = checkpoint("block").call(&x, |x| {
 ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
@@ -57,7 +57,7 @@ pub struct KeptStorage {
 /// A kept tensor that views a [`KeptStorage`] with another shape or layout.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
 /// let x = tch::Tensor::ones([4, 6], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let _y = checkpoint("block").call(&x, |x| {
 ///     // `exp` keeps its result; `tanh` saves a transposed view of it as its output.
@@ -80,7 +80,7 @@ pub struct StorageView {
 /// What one `Save` region keeps.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
 /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let _y = checkpoint("block").call(&x, |x| {
 ///     // `sin` saves its input, which replay reproduces: nothing is kept.
@@ -117,7 +117,7 @@ impl RegionMemory {
     /// The storages it keeps, one entry each.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let _y = checkpoint("block").call(&x, |x| {
     ///     // `mul` saves both factors: `exp(x)` is kept, `x` is rebuilt on replay.
@@ -135,7 +135,7 @@ impl RegionMemory {
     /// Bytes of all storages it keeps.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let _y = checkpoint("block").call(&x, |x| {
     ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp()); // keeps its result
@@ -153,7 +153,7 @@ impl RegionMemory {
 /// Its `Display` is a table: per region, each storage kept.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
 /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let _y = checkpoint("block").call(&x, |x| {
 ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
@@ -177,7 +177,7 @@ pub struct MemoryReport {
 /// What a checkpoint keeps of its inputs so that replay can run.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
 /// let w = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let x = &w * 2; // an activation: kept for replay
 /// let _y = checkpoint("block").call((&x, &w), |(x, w)| {
@@ -222,7 +222,7 @@ impl MemoryReport {
     /// Bytes kept, each storage counted once across regions.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let _y = checkpoint("block").call(&x, |x| {
     ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
@@ -248,7 +248,7 @@ impl MemoryReport {
     /// site is always shown on the region's line).
     ///
     /// ```
-    /// # fn f(mut report: remat_runtime::MemoryReport) {
+    /// # fn f(mut report: remat_runtime::diagnostics::MemoryReport) {
     /// report.annotate(|region, row| Some(format!("{} x{}", region.location, row.names.len())));
     /// # }
     /// ```
@@ -264,7 +264,7 @@ impl MemoryReport {
     /// How many distinct storages are kept.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, memory_report, region, Policy};
+    /// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let _y = checkpoint("block").call(&x, |x| {
     ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
@@ -409,7 +409,7 @@ pub(crate) fn write_region(f: &mut fmt::Formatter<'_>, r: &RegionMemory, pad: &s
 /// inside a checkpoint's forward (e.g. at the end of the closure).
 ///
 /// ```
-/// use remat_runtime::{checkpoint, memory_report, region, Policy};
+/// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
 /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let y = checkpoint("block").call(&x, |x| {
 ///     let h = region("exp", Policy::Save).call(&x, |x| (x * 2).exp());

@@ -5,6 +5,21 @@
 pub(crate) mod cuda;
 pub(crate) mod format;
 pub(crate) mod memory_report;
-pub(crate) mod profiling;
 pub(crate) mod saved_report;
+pub(crate) mod timing;
 pub(crate) mod trace;
+
+pub use crate::bridge::heap_bytes_in_use;
+pub use crate::checkpointing::checkpoint_state::live_checkpoints;
+pub use cuda::{attach_oom_observer, record_allocation_sites};
+pub use memory_report::{
+    memory_report, InputMemory, KeptStorage, MemoryReport, RegionMemory, StorageView,
+};
+pub use saved_report::{
+    saved_tensors_report, saved_tensors_report_from, track_saved_tensors, CheckpointMemory,
+    OutsideSaves, SavedTensorsReport,
+};
+pub use trace::{
+    collect_trace, enter_scope, enter_scope_with, trace_scope, trace_scope_with, ScopeGuard, Trace,
+    TraceEntry,
+};

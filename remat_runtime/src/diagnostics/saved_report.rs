@@ -7,8 +7,8 @@
 use crate::bridge::{
     graph_nodes, storage_nbytes, HookPair, NodeId, Payload, SaveSite, StorageKey, WeakStorage,
 };
+use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::nodes;
-use crate::checkpointing::state::CheckpointState;
 use crate::diagnostics::format::{compact_names, human_bytes};
 use crate::diagnostics::memory_report::{input_memory, region_memory, InputMemory, RegionMemory};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
@@ -27,7 +27,7 @@ use tch::Tensor;
 /// not noted.
 ///
 /// ```
-/// use remat_runtime::{saved_tensors_report, track_saved_tensors};
+/// use remat_runtime::{diagnostics::saved_tensors_report, diagnostics::track_saved_tensors};
 /// let w = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let (y, outside) = track_saved_tensors(|| (w.sin() * 2).sin()); // saves `w` and `w.sin() * 2`
 /// assert_eq!(saved_tensors_report(Some(&outside)).outside_bytes(), Some(16)); // `w` is a parameter
@@ -89,7 +89,7 @@ impl HookPair for Tracker {
 /// without tracking.
 ///
 /// ```
-/// use remat_runtime::{saved_tensors_report, track_saved_tensors};
+/// use remat_runtime::{diagnostics::saved_tensors_report, diagnostics::track_saved_tensors};
 /// let x = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let (y, outside) = track_saved_tensors(|| (&x * 2).sin()); // sin saves `x * 2`
 /// let report = saved_tensors_report(Some(&outside));
@@ -111,7 +111,7 @@ type Signature = Vec<(String, Vec<i64>)>;
 /// One live checkpoint's share of a [`SavedTensorsReport`].
 ///
 /// ```
-/// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+/// use remat_runtime::{checkpoint, region, diagnostics::saved_tensors_report, Policy};
 /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let y = checkpoint("layer.0").call(&x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()));
 /// let report = saved_tensors_report(None);
@@ -135,7 +135,7 @@ impl CheckpointMemory {
     /// Bytes billed to this checkpoint.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+    /// use remat_runtime::{checkpoint, region, diagnostics::saved_tensors_report, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let y = checkpoint("layer.0").call(&x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()));
     /// assert_eq!(saved_tensors_report(None).checkpoints[0].bytes(), 64); // the 4x4 f32 result
@@ -171,7 +171,7 @@ impl CheckpointMemory {
 /// Its `Display` is a summary with identical checkpoints grouped.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+/// use remat_runtime::{checkpoint, region, diagnostics::saved_tensors_report, Policy};
 /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let y = checkpoint("layer.0").call(&x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()));
 /// let report = saved_tensors_report(None);
@@ -198,7 +198,7 @@ impl SavedTensorsReport {
     /// Bytes kept by checkpoints.
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+    /// use remat_runtime::{checkpoint, region, diagnostics::saved_tensors_report, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let layer = |name: &str, x: &tch::Tensor| {
     ///     checkpoint(name).call(x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()))
@@ -213,7 +213,7 @@ impl SavedTensorsReport {
     /// Bytes saved outside checkpoints (`None` when not tracked).
     ///
     /// ```
-    /// use remat_runtime::{saved_tensors_report, track_saved_tensors};
+    /// use remat_runtime::{diagnostics::saved_tensors_report, diagnostics::track_saved_tensors};
     /// let x = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let (y, outside) = track_saved_tensors(|| (&x * 2).exp()); // exp saves its result
     /// assert_eq!(saved_tensors_report(Some(&outside)).outside_bytes(), Some(16));
@@ -227,7 +227,7 @@ impl SavedTensorsReport {
     /// not counted again in [`SavedTensorsReport::outside_bytes`]).
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+    /// use remat_runtime::{checkpoint, region, diagnostics::saved_tensors_report, Policy};
     /// let w = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let x = &w * 2; // an activation, kept as the checkpoint's input
     /// let y = checkpoint("c").call(&x, |x| region("sin", Policy::Recompute).call(&x, |x| x.sin()));
@@ -242,7 +242,7 @@ impl SavedTensorsReport {
     /// given roots ([`saved_tensors_report_from`]).
     ///
     /// ```
-    /// use remat_runtime::{saved_tensors_report_from, track_saved_tensors};
+    /// use remat_runtime::{diagnostics::saved_tensors_report_from, diagnostics::track_saved_tensors};
     /// let x = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let (y, outside) = track_saved_tensors(|| (&x * 2).exp()); // exp saves its result
     /// let report = saved_tensors_report_from(Some(&outside), &[&y]);
@@ -256,7 +256,7 @@ impl SavedTensorsReport {
     /// their names compacted (`layer.0-1`).
     ///
     /// ```
-    /// use remat_runtime::{checkpoint, region, saved_tensors_report, Policy};
+    /// use remat_runtime::{checkpoint, region, diagnostics::saved_tensors_report, Policy};
     /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let layer = |name: &str, x: &tch::Tensor| {
     ///     checkpoint(name).call(x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()))
@@ -288,7 +288,7 @@ impl SavedTensorsReport {
 /// given, the saves outside checkpoints noted by [`track_saved_tensors`].
 ///
 /// ```
-/// use remat_runtime::{checkpoint, region, saved_tensors_report, track_saved_tensors, Policy};
+/// use remat_runtime::{checkpoint, region, diagnostics::saved_tensors_report, diagnostics::track_saved_tensors, Policy};
 /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let (loss, outside) = track_saved_tensors(|| {
 ///     let h = checkpoint("layer.0").call(&x, |x| region("exp", Policy::Save).call(&x, |x| x.exp()));
@@ -308,7 +308,7 @@ pub fn saved_tensors_report(outside: Option<&OutsideSaves>) -> SavedTensorsRepor
 /// the graph from `roots` (usually the loss). Call it before backward.
 ///
 /// ```
-/// use remat_runtime::{saved_tensors_report_from, track_saved_tensors};
+/// use remat_runtime::{diagnostics::saved_tensors_report_from, diagnostics::track_saved_tensors};
 /// let w = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let x = tch::Tensor::ones([2, 4], tch::kind::FLOAT_CPU);
 /// let (loss, outside) = track_saved_tensors(|| (x.matmul(&w)).tanh().sum(tch::Kind::Float));

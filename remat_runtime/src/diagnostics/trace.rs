@@ -12,7 +12,7 @@ use std::fmt;
 /// One node of a [`Trace`].
 ///
 /// ```
-/// use remat_runtime::{checkpoint, collect_trace, region, trace_scope, Policy, TraceEntry};
+/// use remat_runtime::{checkpoint, diagnostics::collect_trace, region, diagnostics::trace_scope, Policy, diagnostics::TraceEntry};
 /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let (_, trace) = collect_trace(|| {
 ///     trace_scope("block", || {
@@ -50,7 +50,7 @@ pub enum TraceEntry {
 /// recorded), from [`collect_trace`].
 ///
 /// ```
-/// use remat_runtime::{checkpoint, collect_trace, region, trace_scope, Policy};
+/// use remat_runtime::{checkpoint, diagnostics::collect_trace, region, diagnostics::trace_scope, Policy};
 /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let (_, trace) = collect_trace(|| {
 ///     trace_scope("block", || {
@@ -130,7 +130,7 @@ thread_local! {
 /// outside checkpoints, not replay.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, collect_trace, region, Policy, TraceEntry};
+/// use remat_runtime::{checkpoint, diagnostics::collect_trace, region, Policy, diagnostics::TraceEntry};
 /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let (sum, trace) = collect_trace(|| {
 ///     let a = region("outside", Policy::Save).call(&x, |x| x * 2); // a plain call
@@ -172,7 +172,7 @@ pub fn collect_trace<R>(f: impl FnOnce() -> R) -> (R, Trace) {
 /// Runs `f` inside a named scope of the trace (reporting only).
 ///
 /// ```
-/// let y = remat_runtime::trace_scope("embeddings", || 1 + 1);
+/// let y = remat_runtime::diagnostics::trace_scope("embeddings", || 1 + 1);
 /// assert_eq!(y, 2);
 /// ```
 pub fn trace_scope<R>(name: impl Into<Cow<'static, str>>, f: impl FnOnce() -> R) -> R {
@@ -185,7 +185,7 @@ pub fn trace_scope<R>(name: impl Into<Cow<'static, str>>, f: impl FnOnce() -> R)
 /// being collected.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, collect_trace, region, trace_scope_with, Policy};
+/// use remat_runtime::{checkpoint, diagnostics::collect_trace, region, diagnostics::trace_scope_with, Policy};
 /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let heads = 4;
 /// let (_, trace) = collect_trace(|| {
@@ -207,7 +207,7 @@ pub fn trace_scope_with<R>(
 /// Closes the scope it opened when dropped (see [`enter_scope`]).
 ///
 /// ```
-/// use remat_runtime::{collect_trace, enter_scope};
+/// use remat_runtime::{diagnostics::collect_trace, diagnostics::enter_scope};
 /// let ((), trace) = collect_trace(|| {
 ///     let _outer = enter_scope("outer");
 ///     {
@@ -226,7 +226,7 @@ pub struct ScopeGuard {
 /// of `remat!` uses.
 ///
 /// ```
-/// let _g = remat_runtime::enter_scope("attention block");
+/// let _g = remat_runtime::diagnostics::enter_scope("attention block");
 /// ```
 pub fn enter_scope(name: impl Into<Cow<'static, str>>) -> ScopeGuard {
     open_scope(name, None::<fn() -> String>)
@@ -235,7 +235,7 @@ pub fn enter_scope(name: impl Into<Cow<'static, str>>) -> ScopeGuard {
 /// [`enter_scope`] with metadata (see [`trace_scope_with`]).
 ///
 /// ```
-/// use remat_runtime::{collect_trace, enter_scope_with};
+/// use remat_runtime::{diagnostics::collect_trace, diagnostics::enter_scope_with};
 /// let ((), trace) = collect_trace(|| {
 ///     let _layer = enter_scope_with("layer", || "3 of 12".to_string());
 /// });

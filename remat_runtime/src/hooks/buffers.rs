@@ -8,7 +8,7 @@
 //! into the buffers themselves (in place), so every handle to a buffer, the
 //! model's own included, sees the restored values.
 
-use crate::hooks::state::RecomputeStateHook;
+use crate::hooks::state_hooks::RecomputeStateHook;
 use std::any::Any;
 use std::sync::Mutex;
 use tch::Tensor;

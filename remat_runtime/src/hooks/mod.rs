@@ -4,5 +4,5 @@
 pub(crate) mod buffers;
 pub(crate) mod save_names;
 pub(crate) mod saved_tensors;
-pub(crate) mod state;
+pub(crate) mod state_hooks;
 pub(crate) mod tensor_hooks;

@@ -7,11 +7,11 @@
 //! by guards, also when the closure panics.
 
 use crate::bridge::{grad_fn_saved, GradModeGuard, HookPair, Payload};
+use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
-use crate::checkpointing::state::CheckpointState;
 use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
-use crate::hooks::state::{restore_all, snapshot_all, RestoreOnDrop};
+use crate::hooks::state_hooks::{restore_all, snapshot_all, RestoreOnDrop};
 use crate::sync::lock;
 use std::any::Any;
 use std::sync::Arc;

@@ -8,12 +8,11 @@
 //! on replay. Kept values are detached aliases: a record never holds a
 //! `grad_fn`, so it cannot keep its graph alive.
 
-use crate::bridge::{detached_alias, tensor_version, Payload, StorageKey, TensorMeta, WeakStorage};
-use crate::checkpointing::saved_input::{InputInfo, ViewSpec};
-use crate::error::{Error, Result};
-use crate::hooks::state::Snapshots;
-use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
-use crate::sync::lock;
+use crate::bridge::{Payload, StorageKey, TensorMeta, WeakStorage};
+use crate::checkpointing::save_region::saved_input::{InputInfo, ViewSpec};
+use crate::error::Error;
+use crate::hooks::state_hooks::Snapshots;
+use crate::hooks::tensor_hooks::TensorHooks;
 use std::any::Any;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -173,34 +172,5 @@ impl SaveRecord {
             region: self.display(),
             message: message.into(),
         }
-    }
-
-    /// Keeps output `slot` for replay (idempotent); `requested` says that a
-    /// consumer asked for it.
-    pub(crate) fn persist(&self, slot: usize, output: &Tensor, requested: bool) -> Result<()> {
-        let mut inner = lock(&self.inner);
-        let Some(out) = inner.outputs.get_mut(slot) else {
-            return Ok(());
-        };
-        out.requested |= requested;
-        if out.slot.is_some() {
-            return Ok(());
-        }
-        let value = detached_alias(output)?;
-        let kept = match inner.output_hooks.clone() {
-            Some(hooks) => {
-                let context = inner.output_context.clone();
-                let payload = hooks
-                    .pack(value, SavedTensorKind::SaveOutput, context, false)
-                    .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
-                Slot::Packed { hooks, payload }
-            }
-            None => {
-                let version = tensor_version(&value)?;
-                Slot::Resident { value, version }
-            }
-        };
-        inner.outputs[slot].slot = Some(kept);
-        Ok(())
     }
 }

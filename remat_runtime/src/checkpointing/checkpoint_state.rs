@@ -12,12 +12,12 @@
 use crate::bridge::WeakStorage;
 use crate::checkpointing::auto::Resolved;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
-use crate::checkpointing::persist::PersistIndex;
-use crate::checkpointing::record::SaveRecord;
-use crate::diagnostics::profiling::CheckpointCall;
+use crate::checkpointing::save_region::persist::PersistIndex;
+use crate::checkpointing::save_region::record::SaveRecord;
+use crate::diagnostics::timing::CheckpointCall;
 use crate::error::Error;
 use crate::fast_hash::FastMap;
-use crate::hooks::state::{RecomputeStateHook, Snapshots};
+use crate::hooks::state_hooks::{RecomputeStateHook, Snapshots};
 use crate::sync::lock;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -103,7 +103,7 @@ static REGISTRY: Mutex<Vec<Weak<CheckpointState>>> = Mutex::new(Vec::new());
 /// its checkpoints' state, so this returns to its earlier value.
 ///
 /// ```
-/// assert_eq!(remat_runtime::live_checkpoints(), 0);
+/// assert_eq!(remat_runtime::diagnostics::live_checkpoints(), 0);
 /// ```
 pub fn live_checkpoints() -> usize {
     LIVE.load(Ordering::SeqCst)

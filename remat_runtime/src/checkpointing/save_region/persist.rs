@@ -6,10 +6,13 @@
 //! freed after the forward) and pin their storage's address, so a key never
 //! names another storage while the entry exists.
 
+use crate::bridge::{detached_alias, tensor_version};
 use crate::bridge::{storage_key, StorageKey, WeakStorage, WeakTensor};
-use crate::checkpointing::record::SaveRecord;
+use crate::checkpointing::save_region::record::{SaveRecord, Slot};
+use crate::error::Result;
 use crate::fast_hash::FastMap;
-use crate::io::RegionInputs;
+use crate::hooks::tensor_hooks::SavedTensorKind;
+use crate::io::RegionInput;
 use crate::sync::lock;
 use std::sync::{Arc, Mutex};
 use tch::Tensor;
@@ -84,10 +87,7 @@ impl PersistIndex {
 
 /// Asks the producers of the tensors in `inputs` (those that are `Save`
 /// outputs in `index`, or views of one) to keep them for replay.
-pub(crate) fn persist(
-    index: &Mutex<PersistIndex>,
-    inputs: &impl RegionInputs,
-) -> crate::Result<()> {
+pub(crate) fn persist(index: &Mutex<PersistIndex>, inputs: &impl RegionInput) -> crate::Result<()> {
     let found = {
         let index = lock(index);
         // The common case, and the hot path: no Save output to look for.
@@ -96,7 +96,7 @@ pub(crate) fn persist(
         }
         // The first found inline: one input found once is the common case.
         let (mut first, mut more) = (None, Vec::new());
-        inputs.visit_tensors(&mut |t| {
+        inputs.visit(&mut |t| {
             index.lookup(t, &mut |record, slot, output| {
                 let found = (record.clone(), slot, output);
                 if first.is_none() {
@@ -113,4 +113,35 @@ pub(crate) fn persist(
         record.persist(slot, &output, true)?;
     }
     Ok(())
+}
+
+impl SaveRecord {
+    /// Keeps output `slot` for replay (idempotent); `requested` says that a
+    /// consumer asked for it.
+    pub(crate) fn persist(&self, slot: usize, output: &Tensor, requested: bool) -> Result<()> {
+        let mut inner = lock(&self.inner);
+        let Some(out) = inner.outputs.get_mut(slot) else {
+            return Ok(());
+        };
+        out.requested |= requested;
+        if out.slot.is_some() {
+            return Ok(());
+        }
+        let value = detached_alias(output)?;
+        let kept = match inner.output_hooks.clone() {
+            Some(hooks) => {
+                let context = inner.output_context.clone();
+                let payload = hooks
+                    .pack(value, SavedTensorKind::SaveOutput, context, false)
+                    .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
+                Slot::Packed { hooks, payload }
+            }
+            None => {
+                let version = tensor_version(&value)?;
+                Slot::Resident { value, version }
+            }
+        };
+        inner.outputs[slot].slot = Some(kept);
+        Ok(())
+    }
 }

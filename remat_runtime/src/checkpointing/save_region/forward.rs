@@ -1,0 +1,147 @@
+//! A `Save` region on the forward: its body runs once with its saves kept
+//! (through the record's pack hooks), its outputs are registered in the
+//! persist index, and those resident anyway are kept at once.
+//!
+//! Invariant: the body runs with its `SaveRecord` as its frame's save pack,
+//! so the checkpoint's forward hook hands every save of the body to it and
+//! nothing the body saves becomes a holder.
+
+use crate::bridge::{is_grad_leaf, HookPair, TensorMeta, WeakStorage};
+use crate::checkpointing::checkpoint_state::CheckpointState;
+use crate::checkpointing::frame;
+use crate::checkpointing::save_region::record::{Output, OutputSpec, RecordInner, SaveRecord};
+use crate::checkpointing::save_region::saved_input::InputInfo;
+use crate::error::{Error, Result};
+use crate::hooks::saved_tensors::SavedTensorsHooks;
+use crate::hooks::state_hooks::snapshot_all;
+use crate::hooks::tensor_hooks::TensorHooks;
+use crate::io::{RegionInput, RegionOutput};
+use crate::sync::lock;
+use std::borrow::Cow;
+use std::panic::Location;
+use std::sync::{Arc, Mutex};
+use tch::Tensor;
+
+/// Runs a `Save` region on the forward.
+pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
+    state: &Arc<CheckpointState>,
+    name: Cow<'static, str>,
+    location: &'static Location<'static>,
+    inputs: I,
+    body: impl FnOnce(I) -> O,
+) -> Result<O> {
+    let infos = {
+        let persist = lock(&state.persist);
+        // Visited in place: no handle is cloned per input.
+        let (mut infos, mut index) = (Vec::new(), 0);
+        inputs.visit(&mut |t| {
+            infos.extend(InputInfo::new(index, t, persist.contains(t)));
+            index += 1;
+        });
+        infos
+    };
+    let output_hooks = frame::user_hooks();
+    let record = Arc::new_cyclic(|me| SaveRecord {
+        me: me.clone(),
+        checkpoint: state.name.clone(),
+        name: name.clone(),
+        location,
+        inner: Mutex::new(RecordInner {
+            inputs: infos,
+            output_hooks: output_hooks.clone(),
+            ..RecordInner::default()
+        }),
+    });
+    {
+        let mut inner = lock(&state.inner);
+        inner.records.insert(name, record.clone());
+        inner.order.push(record.clone());
+    }
+    let out = {
+        let pack: Arc<dyn HookPair> = record.clone();
+        // Usually the checkpoint's hook is on top and hands the body's saves
+        // to `pack`; under hooks pushed inside the checkpoint (a tracker, a
+        // disabled level), `pack` goes on top natively, shadowing them.
+        let _hooks =
+            (!frame::own_hook_on_top()).then(|| SavedTensorsHooks::push(Some(pack.clone())));
+        let _save = frame::enter_save_body(pack);
+        body(inputs)
+    };
+    let exit = snapshot_all(&state.state_hooks).map_err(|m| record.error(m))?;
+    let output_context = output_hooks.as_ref().and_then(TensorHooks::capture);
+    let parts = crate::parts::into_parts(out);
+    reject_grad_leaves(|| record.display(), &parts)?;
+    let outputs = parts
+        .iter()
+        .map(|p| {
+            let spec = match p {
+                Some(t) => Some(OutputSpec {
+                    meta: TensorMeta::of(t)?,
+                    storage: WeakStorage::new(t),
+                }),
+                None => None,
+            };
+            Ok(Output {
+                spec,
+                slot: None,
+                requested: false,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    {
+        // Registered before the record has its outputs: only this thread
+        // can ask for them before the forward returns.
+        let mut persist = lock(&state.persist);
+        for (i, (t, o)) in parts.iter().zip(&outputs).enumerate() {
+            if let (Some(t), Some(spec)) = (t, &o.spec) {
+                persist.register(&record, i, t, spec.meta.storage);
+            }
+        }
+    }
+    let eager: Vec<usize> = {
+        let mut inner = lock(&record.inner);
+        inner.exit_snapshots = exit;
+        inner.output_context = output_context;
+        inner.inputs.clear();
+        // An output sharing storage with a kept save is resident anyway.
+        let eager = outputs
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                let key = o.spec.as_ref().and_then(|s| s.meta.storage);
+                key.is_some_and(|k| inner.identity_storages.contains(&k))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        inner.outputs = outputs;
+        eager
+    };
+    for i in eager {
+        if let Some(t) = &parts[i] {
+            record.persist(i, t, false)?;
+        }
+    }
+    crate::parts::from_parts(parts)
+}
+
+/// A region must return computed values, not fresh leaves requiring grad.
+pub(crate) fn reject_grad_leaves(
+    display: impl Fn() -> String,
+    parts: &[Option<Tensor>],
+) -> Result<()> {
+    for (i, t) in parts.iter().enumerate() {
+        if let Some(t) = t {
+            if is_grad_leaf(t) {
+                return Err(Error::Region {
+                    region: display(),
+                    message: format!(
+                        "output {i} is a leaf tensor that requires grad (an allocation, not a \
+                         computation); create it outside the checkpoint, or do not wrap that \
+                         code in a region"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,12 @@
+//! `Save` regions, in one place: what the forward records (`record`), the
+//! pack hooks that keep the body's saves (`pack`), which saves are inputs
+//! rebuilt instead of kept (`saved_input`), the persist index and who asks
+//! for an output to be kept (`persist`), the forward (`forward`) and what a
+//! skipped region serves on recomputation (`serve`).
+
+pub(crate) mod forward;
+pub(crate) mod pack;
+pub(crate) mod persist;
+pub(crate) mod record;
+pub(crate) mod saved_input;
+pub(crate) mod serve;

@@ -1,0 +1,141 @@
+//! The pack hooks of a `Save` region's body: what each save becomes (rebuilt
+//! from an input, packed by the user's hooks, or kept as a detached alias
+//! with its version), and its unpack in backward.
+//!
+//! Invariant: a kept save is a detached alias, so the record never holds a
+//! `grad_fn`; unpacking checks the version it had when packed.
+
+use crate::bridge::{
+    storage_data, storage_key, storage_nbytes, tensor_version, HookPair, Payload, SaveSite,
+    WeakStorage,
+};
+use crate::checkpointing::frame;
+use crate::checkpointing::save_region::record::{save_name, KeptRow, Layout, Recipe, SaveRecord};
+use crate::checkpointing::save_region::saved_input::classify;
+use crate::hooks::save_names;
+use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
+use crate::sync::lock;
+use std::any::Any;
+use std::sync::Arc;
+use tch::Tensor;
+
+/// What a `Save` region's saves become.
+enum Saved {
+    /// Packed by the user's saved-tensor hooks.
+    User {
+        hooks: TensorHooks,
+        payload: Payload,
+    },
+    /// Rebuilt from a replayed input.
+    Rebuilt {
+        record: Arc<SaveRecord>,
+        slot: usize,
+    },
+    /// Kept as is (a detached alias), with the version it had.
+    Kept {
+        value: Tensor,
+        version: u32,
+        name: String,
+        region: Arc<SaveRecord>,
+    },
+}
+
+/// A record packs its `Save` body's saves (instead of the checkpoint's
+/// holders).
+impl HookPair for SaveRecord {
+    fn pack(&self, tensor: Tensor) -> std::result::Result<Payload, String> {
+        self.pack_saved(tensor, SaveSite::default())
+    }
+
+    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> std::result::Result<Payload, String> {
+        // Packing happens while the body runs, when the region holds the
+        // record: it is alive.
+        let record = &self
+            .me
+            .upgrade()
+            .ok_or("remat internal error: a Save region's record packed after it was freed")?;
+        let mut inner = lock(&record.inner);
+        // A name given to `save_for_backward`, or the next `saved.<i>`.
+        let name = save_names::next().unwrap_or_else(|| {
+            inner.unnamed += 1;
+            save_name(inner.unnamed - 1)
+        });
+        if let Some((input, view)) = classify(&tensor, &inner.inputs) {
+            let slot = inner.recipes.len();
+            inner.recipes.push(Recipe { input, view, name });
+            inner.rebuilt.push(None);
+            return Ok(Box::new(Saved::Rebuilt {
+                record: record.clone(),
+                slot,
+            }));
+        }
+        drop(inner);
+        if let Some(hooks) = frame::user_hooks() {
+            let context = hooks.capture();
+            let payload = hooks.pack(tensor, SavedTensorKind::Backward, context, site.param)?;
+            lock(&record.inner).offloaded += 1;
+            return Ok(Box::new(Saved::User { hooks, payload }));
+        }
+        let mut inner = lock(&record.inner);
+        if let Some(key) = storage_key(&tensor) {
+            if !site.param {
+                inner.identity_storages.insert(key);
+            }
+        }
+        if let Some(storage) = WeakStorage::new(&tensor) {
+            inner.kept.push(KeptRow {
+                name: name.clone(),
+                storage,
+                nbytes: storage_nbytes(&tensor),
+                layout: Layout::of(&tensor),
+                kind: tensor.kind(),
+                param: site.param,
+                address: storage_data(&tensor),
+            });
+        }
+        let version = tensor_version(&tensor).map_err(|e| e.to_string())?;
+        Ok(Box::new(Saved::Kept {
+            value: tensor,
+            version,
+            name,
+            region: record.clone(),
+        }))
+    }
+
+    fn unpack(&self, payload: &(dyn Any + Send)) -> std::result::Result<Tensor, String> {
+        match payload.downcast_ref::<Saved>() {
+            Some(Saved::Rebuilt { record, slot }) => {
+                let inner = lock(&record.inner);
+                match inner.rebuilt.get(*slot) {
+                    Some(Some(t)) => Ok(t.shallow_clone()),
+                    _ => Err(record
+                        .error(format!(
+                            "its saved input `{}` was not rebuilt by a replay; forward and \
+                             replay followed different code paths",
+                            inner.recipes[*slot].name
+                        ))
+                        .to_string()),
+                }
+            }
+            Some(Saved::Kept {
+                value,
+                version,
+                name,
+                region,
+            }) => {
+                let now = tensor_version(value).map_err(|e| e.to_string())?;
+                if now != *version {
+                    return Err(region
+                        .error(format!(
+                            "saved tensor `{name}` was modified in place after it was saved \
+                             (version {version}, now {now}); clone it before modifying it"
+                        ))
+                        .to_string());
+                }
+                Ok(value.shallow_clone())
+            }
+            Some(Saved::User { hooks, payload }) => hooks.unpack(&**payload),
+            None => Err("remat internal error: foreign payload in a Save region".into()),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! A `Save` region reached on recomputation: its body is skipped; state
+//! hooks go back to its exit snapshot, the saved inputs it chose not to keep
+//! are rebuilt, and each output is served (if a consumer asked for it) or
+//! stands in as a placeholder.
+//!
+//! Invariant: the body never runs here; a served value is released once
+//! served unless the backward retains the graph.
+
+use crate::bridge::{
+    detached_alias, graph_task_id, graph_task_keeps_graph, is_placeholder, placeholder,
+    tensor_version, PlaceholderSpec,
+};
+use crate::checkpointing::checkpoint_state::CheckpointState;
+use crate::checkpointing::nodes::non_leaf;
+use crate::checkpointing::save_region::record::{SaveRecord, Slot};
+use crate::checkpointing::save_region::saved_input::rebuild;
+use crate::error::{Error, Result};
+use crate::hooks::state_hooks::restore_all;
+use crate::io::{input_tensors, RegionInput, RegionOutput};
+use crate::sync::lock;
+use std::sync::Arc;
+
+/// A `Save` region reached on replay: its body is skipped.
+pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
+    state: &Arc<CheckpointState>,
+    name: &str,
+    inputs: I,
+) -> Result<O> {
+    let record = lock(&state.inner)
+        .records
+        .get(name)
+        .cloned()
+        .ok_or_else(|| Error::Region {
+            region: state.region_display(name),
+            message: "replay reached this `save` region but the forward did not record it; \
+                  forward and replay followed different code paths (or the region's policy \
+                  differs between them)"
+                .into(),
+        })?;
+    let mut inner = lock(&record.inner);
+    restore_all(&state.state_hooks, &inner.exit_snapshots).map_err(|m| record.error(m))?;
+    if !inner.recipes.is_empty() {
+        let replayed = input_tensors(&inputs);
+        for slot in 0..inner.recipes.len() {
+            let recipe = &inner.recipes[slot];
+            let base = replayed.get(recipe.input).ok_or_else(|| {
+                record.error("replay passed it fewer tensor inputs than the forward did; forward and replay followed different code paths")
+            })?;
+            if is_placeholder(base) {
+                return Err(record.error(format!(
+                    "it saved an input (`{}`) for backward that replay was expected to \
+                     reproduce, but that input replays as a placeholder: it is bare code's \
+                     view or result of an upstream `save` region's output. Make that \
+                     producer a `recompute` region, or pass its output to this region directly",
+                    recipe.name
+                )));
+            }
+            let value = rebuild(base, &recipe.view).map_err(|m| record.error(m))?;
+            inner.rebuilt[slot] = Some(value);
+        }
+    }
+    let pop = graph_task_id().is_some() && !graph_task_keeps_graph();
+    let mut served = Vec::with_capacity(inner.outputs.len());
+    for (i, out) in inner.outputs.iter_mut().enumerate() {
+        let Some(spec) = &out.spec else {
+            served.push(None);
+            continue;
+        };
+        let (spec, requires_grad) = (spec.meta.clone(), spec.meta.requires_grad);
+        if state.strict && !out.requested {
+            // Kept only because it is resident anyway: strict replay does
+            // not serve it, so that a read nobody asked for fails here.
+            served.push(Some((i, spec, requires_grad, None)));
+            continue;
+        }
+        let slot = if pop {
+            out.slot.take()
+        } else {
+            out.slot.as_ref().map(|s| match s {
+                Slot::Resident { value, version } => Slot::Resident {
+                    value: value.shallow_clone(),
+                    version: *version,
+                },
+                // Unpacking does not consume the payload: unpack now.
+                Slot::Packed { hooks, payload } => match hooks.unpack(&**payload) {
+                    Ok(value) => Slot::Resident {
+                        version: tensor_version(&value).unwrap_or(0),
+                        value,
+                    },
+                    Err(m) => Slot::Failed(m),
+                },
+                Slot::Failed(m) => Slot::Failed(m.clone()),
+            })
+        };
+        served.push(Some((i, spec, requires_grad, slot)));
+    }
+    let n_outputs = inner.outputs.len();
+    drop(inner);
+    let mut parts = Vec::with_capacity(served.len());
+    for entry in served {
+        let Some((i, spec, requires_grad, slot)) = entry else {
+            parts.push(None);
+            continue;
+        };
+        let value = match slot {
+            Some(Slot::Resident { value, version }) => {
+                let now = tensor_version(&value)?;
+                if now != version {
+                    return Err(record.error(format!(
+                        "output {i} was modified in place after it was kept for replay; \
+                         clone it before modifying it"
+                    )));
+                }
+                if requires_grad {
+                    // The served identity is itself detached from `value`.
+                    parts.push(Some(non_leaf(&value)?));
+                    continue;
+                }
+                detached_alias(&value)?
+            }
+            Some(Slot::Packed { hooks, payload }) => hooks
+                .unpack(&*payload)
+                .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
+            Some(Slot::Failed(m)) => return Err(record.error(format!("unpacking output {i}: {m}"))),
+            None => {
+                let spec = PlaceholderSpec::from_meta(&spec).ok_or_else(|| {
+                    record.error(format!(
+                        "output {i} has an element type tch cannot name, so no placeholder \
+                         can stand in for it"
+                    ))
+                })?;
+                placeholder(
+                    &spec,
+                    &placeholder_message(&record, i, n_outputs, state.strict),
+                )?
+            }
+        };
+        parts.push(Some(if requires_grad {
+            non_leaf(&value)?
+        } else {
+            value
+        }));
+    }
+    O::from_parts(parts)
+}
+
+fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize, strict: bool) -> String {
+    let source = if n_outputs == 1 {
+        format!("{}.out", record.display())
+    } else {
+        format!("{}.{slot}", record.display())
+    };
+    format!(
+        "`{source}` is a placeholder: region `{region}` is a `save` region, so replay skips \
+         it and serves only the outputs that some replayed code asked to keep; code that \
+         replays read this one's data without asking. Fix: call \
+         `recompute_needs_tensor(&t)` on it right before the bare code that reads it (`needs \
+         t;` in `remat!`), or pass it to a `recompute` region, which asks automatically.{strict}",
+        region = record.display(),
+        strict = if strict {
+            " (Strict replay is on: outputs are served only when asked for, even those \
+             autograd happens to keep.)"
+        } else {
+            ""
+        }
+    )
+}
