@@ -25,35 +25,21 @@
 
 use std::rc::Rc;
 
-use proc_macro2::{Group, Ident, Span, TokenStream, TokenTree};
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::parse::Parse;
 use syn::spanned::Spanned;
-use syn::visit_mut::{self, VisitMut};
-use syn::{AttrStyle, Expr, FnArg, ItemFn, LitStr, Pat, Type};
+use syn::visit_mut::VisitMut;
+use syn::{AttrStyle, FnArg, ItemFn, LitStr, Pat, Type};
 
 use crate::ast::{Mode, Name};
 use crate::check::Checker;
 use crate::checkpoint_args::CheckpointArgs;
 use crate::errors::{parse_to_end, push_error};
 use crate::expand::ExpandNested;
+use crate::param_kind::{classify, has_impl_trait, mut_error, Kind};
+use crate::rename_self::RenameSelf;
 use crate::unchecked_attr;
-
-/// How a parameter reaches the closure.
-enum Kind {
-    /// `Tensor`: an input, passed and received owned.
-    Tensor,
-    /// `&Tensor`: an input, received owned, rebound as a reference.
-    TensorRef,
-    /// `Option<&Tensor>`: received as `Option<Tensor>`.
-    TensorOption,
-    /// `&[Tensor]`: received as `Vec<Tensor>`.
-    TensorSlice,
-    /// `&Vec<Tensor>`: passed as a slice, received as `Vec<Tensor>`.
-    TensorVec,
-    /// Anything else, captured; `by_ref` for `&T`.
-    Capture { by_ref: bool },
-}
 
 /// Entry point of `#[checkpoint]`.
 pub(crate) fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -428,154 +414,4 @@ impl Expand {
         }
         (outer, inner)
     }
-}
-
-fn mut_error(at: &dyn ToTokens) -> syn::Error {
-    syn::Error::new_spanned(
-        at,
-        "a `#[checkpoint]` function is replayed during backward, so it cannot take \
-         `&mut` parameters: take `&T` or an owned value",
-    )
-}
-
-fn strip_ty(ty: &Type) -> &Type {
-    match ty {
-        Type::Paren(t) => strip_ty(&t.elem),
-        Type::Group(t) => strip_ty(&t.elem),
-        _ => ty,
-    }
-}
-
-/// The last path segment, if the type is `...::NAME<ARGS>`.
-fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
-    match strip_ty(ty) {
-        Type::Path(path) if path.qself.is_none() => path.path.segments.last(),
-        _ => None,
-    }
-}
-
-fn is_tensor(ty: &Type) -> bool {
-    last_segment(ty).is_some_and(|s| s.ident == "Tensor" && s.arguments.is_none())
-}
-
-/// The single type argument of `NAME<T>`.
-fn single_arg<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
-    let segment = last_segment(ty)?;
-    if segment.ident != name {
-        return None;
-    }
-    let syn::PathArguments::AngleBracketed(args) = &segment.arguments else {
-        return None;
-    };
-    match args.args.iter().collect::<Vec<_>>().as_slice() {
-        [syn::GenericArgument::Type(ty)] => Some(ty),
-        _ => None,
-    }
-}
-
-/// Classifies a parameter by its written type (the macro cannot resolve
-/// aliases: a tensor behind another name is captured, not an input).
-fn classify(ty: &Type) -> syn::Result<Kind> {
-    if is_tensor(ty) {
-        return Ok(Kind::Tensor);
-    }
-    if let Some(inner) = single_arg(ty, "Option") {
-        if let Type::Reference(r) = strip_ty(inner) {
-            if is_tensor(&r.elem) {
-                if r.mutability.is_some() {
-                    return Err(mut_error(ty));
-                }
-                return Ok(Kind::TensorOption);
-            }
-        }
-        return Ok(Kind::Capture { by_ref: false });
-    }
-    if let Type::Reference(r) = strip_ty(ty) {
-        if r.mutability.is_some() {
-            return Err(mut_error(ty));
-        }
-        let elem = strip_ty(&r.elem);
-        if is_tensor(elem) {
-            return Ok(Kind::TensorRef);
-        }
-        if let Type::Slice(slice) = elem {
-            if is_tensor(&slice.elem) {
-                return Ok(Kind::TensorSlice);
-            }
-        }
-        if single_arg(elem, "Vec").is_some_and(is_tensor) {
-            return Ok(Kind::TensorVec);
-        }
-        return Ok(Kind::Capture { by_ref: true });
-    }
-    Ok(Kind::Capture { by_ref: false })
-}
-
-fn has_impl_trait(ty: &Type) -> bool {
-    struct Finder(bool);
-    impl<'ast> syn::visit::Visit<'ast> for Finder {
-        fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
-            self.0 = true;
-        }
-    }
-    let mut finder = Finder(false);
-    syn::visit::Visit::visit_type(&mut finder, ty);
-    finder.0
-}
-
-/// Renames `self` to `__remat_self` in the body (a closure cannot bind
-/// `self`), outside nested items, which have their own `self`.
-struct RenameSelf;
-
-impl VisitMut for RenameSelf {
-    fn visit_expr_path_mut(&mut self, expr: &mut syn::ExprPath) {
-        if expr.qself.is_none()
-            && expr.path.leading_colon.is_none()
-            && expr.path.segments.len() == 1
-        {
-            let segment = &mut expr.path.segments[0];
-            if segment.ident == "self" {
-                segment.ident = Ident::new("__remat_self", segment.ident.span());
-            }
-        }
-        visit_mut::visit_expr_path_mut(self, expr);
-    }
-
-    /// Macro arguments are tokens; `self` in them is renamed too.
-    fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
-        mac.tokens = rename_tokens(std::mem::take(&mut mac.tokens));
-    }
-
-    fn visit_expr_mut(&mut self, expr: &mut Expr) {
-        if let Expr::Verbatim(tokens) = expr {
-            *tokens = rename_tokens(std::mem::take(tokens));
-            return;
-        }
-        visit_mut::visit_expr_mut(self, expr);
-    }
-
-    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
-}
-
-fn rename_tokens(tokens: TokenStream) -> TokenStream {
-    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-    let mut out = Vec::with_capacity(tokens.len());
-    for (i, token) in tokens.iter().enumerate() {
-        match token {
-            TokenTree::Group(group) => {
-                let mut renamed = Group::new(group.delimiter(), rename_tokens(group.stream()));
-                renamed.set_span(group.span());
-                out.push(TokenTree::Group(renamed));
-            }
-            // `self::path` names a module, not the receiver.
-            TokenTree::Ident(ident)
-                if ident == "self"
-                    && !matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':') =>
-            {
-                out.push(TokenTree::Ident(Ident::new("__remat_self", ident.span())));
-            }
-            other => out.push(other.clone()),
-        }
-    }
-    out.into_iter().collect()
 }

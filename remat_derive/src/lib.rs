@@ -19,8 +19,10 @@ mod default_name;
 mod depth_limit;
 mod errors;
 mod expand;
+mod param_kind;
 mod parse;
 mod preparsed;
+mod rename_self;
 mod unchecked_attr;
 
 #[cfg(test)]
