@@ -7,12 +7,13 @@
 //! borrowck does, the check lowers the code to a small IR (`ir`, built by
 //! `lower`, which resolves names in `scope`, takes places apart with
 //! `place` and knows the methods and macros of `vocab`), runs a dataflow
-//! analysis over it (`dataflow`: which places may hold an unmarked save
-//! output, on any path, through branches and loops), and reports every read
-//! by bare code of such a value (`report`). The verdicts that need no
-//! dataflow (duplicate region names, `needs` that cannot have an effect)
-//! are `valid`'s, asked by the lowering where it meets them. dsl.md lists
-//! what the check tracks and what it decides about the code it cannot see.
+//! analysis over it (`dataflow`, on the abstract state of `state`: which
+//! places may hold an unmarked save output, on any path, through branches
+//! and loops), and reports every read by bare code of such a value
+//! (`report`). The verdicts that need no dataflow (duplicate region names,
+//! `needs` that cannot have an effect) are `valid`'s, asked by the lowering
+//! where it meets them. dsl.md lists what the check tracks and what it
+//! decides about the code it cannot see.
 
 pub(crate) mod dataflow;
 pub(crate) mod ir;
@@ -20,6 +21,7 @@ pub(crate) mod lower;
 pub(crate) mod place;
 pub(crate) mod report;
 pub(crate) mod scope;
+pub(crate) mod state;
 pub(crate) mod valid;
 pub(crate) mod vocab;
 
