@@ -1,4 +1,4 @@
-//! The nesting limits: the macros refuse, before parsing, input that would
+//! The depth limits: the macros refuse, before parsing, input that would
 //! make syn's parser or the check recurse too deep. rustc itself grows its
 //! stack, a proc macro cannot, so without the limits a deep enough
 //! expression would crash the compiler. The scan here is iterative.

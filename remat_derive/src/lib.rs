@@ -6,7 +6,11 @@
 //! names the runtime by absolute paths (`::remat::...`).
 //!
 //! The crate parses (`parse`) into a small model (`ast`), checks it (`check`),
-//! then generates code (`expand`, `checkpoint`, `capture`). Errors are
+//! then generates code (`expand`, `checkpoint`, `capture`), as thiserror's
+//! implementation parses, validates, then expands. Before any of it,
+//! `depth_limit` refuses input nested deeper than a proc macro's stack
+//! allows; in a `#[checkpoint]` body, `preparsed` parses each `remat!` once,
+//! so that the check and the expansion read the same statements. Errors are
 //! `syn::Error`s with precise spans, combined and emitted as
 //! `compile_error!`; the macros never panic.
 

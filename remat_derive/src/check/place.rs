@@ -61,8 +61,9 @@ pub(crate) fn place_text(expr: &Expr) -> Option<String> {
     base(expr).map(text)
 }
 
-/// `0` in `v[0]`: a literal index is its own place; any other index is one
-/// place for all (`[_]`).
+/// `0` in `v[0]`. A literal index picks one element of a multi-tensor
+/// output, which `needs v[0]` can mark alone; any other index may be any
+/// element.
 pub(crate) fn literal_index(expr: &Expr) -> Option<u32> {
     match expr {
         Expr::Lit(syn::ExprLit {
