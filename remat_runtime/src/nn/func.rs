@@ -1,12 +1,20 @@
 //! Layers defined by closures, capturable: the closure is shared (an `Arc`
 //! around a mutex), so a capture is the same closure, not a copy of it.
 //!
+//! `Func<'a>` and `FuncT<'a>` carry tch's lifetime parameter so that tch's
+//! signatures (`fn head<'a>(..) -> nn::Func<'a>`, fields of type
+//! `nn::FuncT<'static>`) compile unchanged; the closure itself is always
+//! `'static` (it must outlive the code that built the model, since replay
+//! runs during backward), so the parameter constrains nothing, and only
+//! `Func<'static>` is `Capture` (`Capture` needs `'static`).
+//!
 //! Invariant: a `Func` never clones its closure; every capture calls the one
 //! the model built.
 
 use crate::capture::Capture;
 use crate::shared::Shared;
 use std::fmt;
+use std::marker::PhantomData;
 use tch::nn::{Module, ModuleT};
 use tch::Tensor;
 
@@ -56,10 +64,33 @@ pub trait LayerFnT: Fn(&Tensor, bool) -> Tensor + Send + 'static {}
 #[diagnostic::do_not_recommend]
 impl<F> LayerFnT for F where F: Fn(&Tensor, bool) -> Tensor + Send + 'static {}
 
-/// tch's `Func` (a layer from a closure), capturable.
+/// tch's `Func<'a>` (a layer from a closure), capturable as `Func<'static>`.
+///
+/// tch's signatures compile unchanged, and a field of type `Func<'static>`
+/// makes a struct capturable:
+///
+/// ```
+/// use remat_runtime::{nn, Capture};
+/// use tch::nn::Module;
+///
+/// fn gelu<'a>() -> nn::Func<'a> {
+///     nn::func(|xs| xs.gelu("none"))
+/// }
+///
+/// struct Head {
+///     act: nn::Func<'static>,
+/// }
+///
+/// let head = Head { act: gelu() };
+/// let owned = head.act.capture(); // the same closure
+/// let x = tch::Tensor::randn([3], tch::kind::FLOAT_CPU);
+/// assert!(owned.forward(&x).equal(&x.gelu("none")));
+/// ```
 #[derive(Clone)]
-pub struct Func {
+pub struct Func<'a> {
     f: Shared<Plain>,
+    // Only tch's signature: the closure is `'static` whatever `'a` is.
+    life: PhantomData<&'a ()>,
 }
 
 /// A layer that applies `f`, as `tch::nn::func`; `f` owns what it uses.
@@ -71,38 +102,55 @@ pub struct Func {
 /// let x = tch::Tensor::randn([3], tch::kind::FLOAT_CPU);
 /// assert!(gelu.capture().forward(&x).equal(&x.gelu("none")));
 /// ```
-pub fn func<F>(f: F) -> Func
+pub fn func<'a, F>(f: F) -> Func<'a>
 where
     F: Fn(&Tensor) -> Tensor,
     F: LayerFn,
 {
     Func {
         f: Shared::new(Box::new(f)),
+        life: PhantomData,
     }
 }
 
-impl fmt::Debug for Func {
+impl fmt::Debug for Func<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "func")
     }
 }
 
-impl Module for Func {
+impl Module for Func<'_> {
     fn forward(&self, xs: &Tensor) -> Tensor {
         (self.f.lock())(xs)
     }
 }
 
-impl Capture for Func {
+impl Capture for Func<'static> {
     fn capture(&self) -> Self {
         self.clone()
     }
 }
 
-/// tch's `FuncT` (a layer from a closure that knows train mode), capturable.
+/// tch's `FuncT<'a>` (a layer from a closure that knows train mode),
+/// capturable as `FuncT<'static>`.
+///
+/// ```
+/// use remat_runtime::{nn, Capture};
+/// use tch::nn::ModuleT;
+///
+/// fn dropout<'a>(p: f64) -> nn::FuncT<'a> {
+///     nn::func_t(move |xs, train| xs.dropout(p, train))
+/// }
+///
+/// let drop: nn::FuncT<'static> = dropout(0.1);
+/// let x = tch::Tensor::randn([3], tch::kind::FLOAT_CPU);
+/// assert!(drop.capture().forward_t(&x, false).equal(&x));
+/// ```
 #[derive(Clone)]
-pub struct FuncT {
+pub struct FuncT<'a> {
     f: Shared<WithTrain>,
+    // As in `Func`: the closure is `'static` whatever `'a` is.
+    life: PhantomData<&'a ()>,
 }
 
 /// A layer that applies `f(xs, train)`, as `tch::nn::func_t`.
@@ -114,29 +162,30 @@ pub struct FuncT {
 /// let x = tch::Tensor::randn([3], tch::kind::FLOAT_CPU);
 /// assert!(drop.capture().forward_t(&x, false).equal(&x));
 /// ```
-pub fn func_t<F>(f: F) -> FuncT
+pub fn func_t<'a, F>(f: F) -> FuncT<'a>
 where
     F: Fn(&Tensor, bool) -> Tensor,
     F: LayerFnT,
 {
     FuncT {
         f: Shared::new(Box::new(f)),
+        life: PhantomData,
     }
 }
 
-impl fmt::Debug for FuncT {
+impl fmt::Debug for FuncT<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "funcT")
     }
 }
 
-impl ModuleT for FuncT {
+impl ModuleT for FuncT<'_> {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         (self.f.lock())(xs, train)
     }
 }
 
-impl Capture for FuncT {
+impl Capture for FuncT<'static> {
     fn capture(&self) -> Self {
         self.clone()
     }

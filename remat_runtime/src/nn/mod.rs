@@ -4,7 +4,44 @@
 //! with the same constructors, the same variable names in the `VarStore`
 //! (so saved weights load either way), the same forward ops (bit for bit),
 //! and [`Capture`](crate::Capture): a model written in tch's `nn` style
-//! changes one import (`use remat::nn;` for `use tch::nn;`).
+//! changes one import (`use remat::nn;` for `use tch::nn;`), tch's
+//! signatures included (`-> nn::FuncT<'a>`, fields of type
+//! `nn::Func<'static>`). Where it takes more than the import, the compiler
+//! says so, and the change is local:
+//!
+//! - **A helper returning `impl ModuleT`** (or `impl Module`) hides the
+//!   concrete type and with it `Capture` (`capture` not found, or "cannot be
+//!   captured by a checkpoint"). Return `impl ModuleT + Capture` or the
+//!   concrete type (`nn::SequentialT`), or wrap the call:
+//!   `Shared::new(helper(..))`, whose captures share the one module.
+//! - **A closure layer that borrows** (`nn::func(|x| x.matmul(&self.w))`) is
+//!   refused ([`LayerFn`]): replay runs after the code that built the model
+//!   returned, so the closure owns what it uses (`move` a shallow clone in).
+//!   Hence also: only `Func<'static>` and `FuncT<'static>` are `Capture`.
+//! - **A module remat does not mirror** (`ConvTranspose*`, the RNNs, a module
+//!   of your own without `Capture`, a `Box<dyn ModuleT>`): wrap it in
+//!   [`Shared`], which is a `ModuleT`; `seq_t().add(Shared::new(m))`, and in
+//!   `seq()` (which takes `Module`s) `add_fn(move |xs| m.forward(xs))`.
+//!
+//! ```
+//! use remat_runtime::{checkpoint, nn::{self, ModuleT, Shared}, Capture};
+//!
+//! fn stem(vs: &nn::Path) -> impl ModuleT + Capture {
+//!     nn::seq_t().add(nn::conv2d(vs / "conv", 2, 2, 3, Default::default()))
+//! }
+//!
+//! fn stem_as_tch_writes_it(vs: &nn::Path) -> impl ModuleT {
+//!     nn::seq_t().add(nn::conv2d(vs / "conv", 2, 2, 3, Default::default()))
+//! }
+//!
+//! let vs = nn::VarStore::new(tch::Device::Cpu);
+//! let x = tch::Tensor::ones([1, 2, 5, 5], tch::kind::FLOAT_CPU).set_requires_grad(true);
+//! let owned = stem(&(vs.root() / "a")).capture();
+//! let a = checkpoint("a").call(&x, move |x| owned.forward_t(&x, true));
+//! let shared = Shared::new(stem_as_tch_writes_it(&(vs.root() / "b")));
+//! let b = checkpoint("b").call(&x, move |x| shared.forward_t(&x, true));
+//! (a + b).sum(tch::Kind::Float).backward();
+//! ```
 //!
 //! Invariant: each module's constructor creates its variables through tch's
 //! own constructor (same names, same initialisation, same draws from the
@@ -14,6 +51,7 @@ mod batch_norm;
 mod conv;
 mod embedding;
 mod func;
+mod generator;
 mod group_norm;
 mod layer_norm;
 mod sequential;
@@ -25,6 +63,7 @@ pub use batch_norm::{batch_norm1d, batch_norm2d, batch_norm3d, BatchNorm};
 pub use conv::{conv, conv1d, conv2d, conv3d, Conv, Conv1D, Conv2D, Conv3D};
 pub use embedding::{embedding, Embedding};
 pub use func::{func, func_t, Func, FuncT, LayerFn, LayerFnT};
+pub use generator::GeneratorLock;
 pub use group_norm::{group_norm, GroupNorm};
 pub use layer_norm::{layer_norm, LayerNorm};
 pub use sequential::{seq, seq_t, CaptureModule, CaptureModuleT, Sequential, SequentialT};
