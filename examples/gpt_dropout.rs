@@ -1,14 +1,12 @@
 //! A small GPT with dropout, written with `remat::nn` (`seq_t` with
-//! closures) and the macros; `RngStateHook` makes replay draw the forward's
-//! dropout masks, so losses with and without checkpoints are bit-identical.
+//! closures) and the macros (`remat_reference::gpt_dropout`, which the tests
+//! use too); `RngStateHook` makes replay draw the forward's dropout masks, so
+//! losses with and without checkpoints are bit-identical.
 //!
 //! `cargo run --example gpt_dropout`
 
-#[path = "../tests/models/gpt_dropout_model.rs"]
-mod model;
-
-use model::{loss, small, Gpt, Mode};
 use remat::nn::{self, OptimizerConfig};
+use remat_reference::gpt_dropout::{loss, small, Gpt, Mode};
 
 fn train(mode: Mode) -> Vec<f32> {
     let cfg = small();

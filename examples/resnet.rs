@@ -1,14 +1,12 @@
 //! A ResNet-style CNN with batch norm (train mode), written with `remat::nn`
-//! and the macros: three training steps with and without checkpoints give
-//! the same losses and the same running statistics, bit for bit.
+//! and the macros (`remat_reference::resnet`, which the tests use too): three
+//! training steps with and without checkpoints give the same losses and the
+//! same running statistics, bit for bit.
 //!
 //! `cargo run --example resnet`
 
-#[path = "../tests/models/resnet_model.rs"]
-mod model;
-
-use model::{loss, Mode, ResNet};
 use remat::nn::{self, OptimizerConfig};
+use remat_reference::resnet::{loss, Mode, ResNet};
 
 fn train(mode: Mode) -> (Vec<f32>, tch::Tensor) {
     tch::manual_seed(7);

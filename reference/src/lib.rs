@@ -5,11 +5,16 @@
 //!
 //! - [`model`]: parameters, configurations, the ops, and the block under
 //!   each policy written with the runtime API;
-//! - [`macros`]: the same block written with `remat!` and `#[checkpoint]`.
+//! - [`macros`]: the same block written with `remat!` and `#[checkpoint]`;
+//! - [`resnet`] and [`gpt_dropout`]: two models in tch's `nn` style with
+//!   `remat::nn`, each comparable bitwise against itself without
+//!   checkpoints (batch norm in train mode; dropout).
 //!
 //! Used by the `remat` package's tests, examples and benchmarks.
 
+pub mod gpt_dropout;
 pub mod macros;
 pub mod model;
+pub mod resnet;
 
 pub use model::{batch, Config, Model, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL, VOCAB};

@@ -1,19 +1,16 @@
 //! Real models written with `remat::nn` and the macros: a ResNet-style CNN
-//! with batch norm (train mode) and a GPT with dropout. Each trains three
-//! steps with and without remat; everything must be bit-identical. A binary
-//! of its own: the models draw from libtorch's process-wide generator, so
-//! its tests run one at a time (`serial`).
+//! with batch norm (train mode) and a GPT with dropout, both from
+//! `remat_reference`, and the tch-style code `remat::nn` accepts in place of
+//! `tch::nn`. Each trains or runs with and without remat; everything must be
+//! bit-identical. A binary of its own, and every test holds
+//! `remat::nn::GeneratorLock` while it seeds and draws: the models draw from
+//! libtorch's process-wide generator (docs/testing.md).
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod drop_in;
 mod gpt_dropout;
 mod harness;
 mod resnet;
 mod state;
-
-/// Held by every test of this binary: the generator is process-wide.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}

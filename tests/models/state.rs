@@ -4,7 +4,7 @@
 //! still refuses a real modification.
 
 use crate::common::assert_bitwise;
-use remat::nn::ModuleT;
+use remat::nn::{GeneratorLock, ModuleT};
 use remat::{checkpoint, region, BufferStateHook, Policy, Shared};
 use tch::{nn, Kind, Tensor};
 
@@ -52,7 +52,7 @@ fn step(policy: Option<Policy>) -> (Tensor, Tensor, Tensor) {
 
 #[test]
 fn buffer_hook_restores_do_not_trip_the_in_place_check_under_any_policy() {
-    let _serial = crate::serial();
+    let _rng = GeneratorLock::acquire();
     tch::set_num_threads(1);
     let (grad, mean, var) = step(None);
     for policy in [Policy::Save, Policy::Recompute] {
@@ -66,7 +66,7 @@ fn buffer_hook_restores_do_not_trip_the_in_place_check_under_any_policy() {
 
 #[test]
 fn without_the_hook_tch_batch_norm_updates_twice_when_replayed() {
-    let _serial = crate::serial();
+    let _rng = GeneratorLock::acquire();
     let (_, _, mean) = {
         let (vs, conv, bn, x) = setup();
         drop(vs);
@@ -88,7 +88,7 @@ fn without_the_hook_tch_batch_norm_updates_twice_when_replayed() {
 
 #[test]
 fn a_real_in_place_modification_after_saving_is_still_refused() {
-    let _serial = crate::serial();
+    let _rng = GeneratorLock::acquire();
     let mut w = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
     let x = Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
     let hook = BufferStateHook::new([("w", &w)]);
