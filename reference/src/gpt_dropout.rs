@@ -1,12 +1,33 @@
 //! A small GPT with dropout, written in tch's `nn` style (`seq_t`, closures)
 //! with `remat::nn` and the macros; replay redraws the forward's dropout
-//! masks through `RngStateHook`. Shared by `tests/models` and
-//! `examples/gpt_dropout.rs`.
+//! masks through `RngStateHook`. Used by `tests/models` (bitwise against the
+//! plain model) and `examples/gpt_dropout.rs`.
+//!
+//! Dropout draws from libtorch's process-wide generator: a test that
+//! compares runs holds [`remat::nn::GeneratorLock`] while it seeds and trains
+//! (docs/testing.md).
+//!
+//! ```
+//! use remat_reference::gpt_dropout::{loss, small, Gpt, Mode};
+//! let _rng = remat::nn::GeneratorLock::seeded(11);
+//! let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+//! let model = Gpt::new(&vs.root(), small());
+//! loss(&model, small(), Mode::Whole).backward(); // replay redraws the masks
+//! ```
 
 use remat::nn::{self, Module};
 use remat::prelude::*;
 
 /// How the transformer blocks run.
+///
+/// ```
+/// use remat_reference::gpt_dropout::{loss, small, Gpt, Mode};
+/// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+/// let model = Gpt::new(&vs.root(), small());
+/// for mode in [Mode::Plain, Mode::Whole, Mode::SaveAttention] {
+///     loss(&model, small(), mode).backward();
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Mode {
     /// No checkpoints.
@@ -17,18 +38,40 @@ pub enum Mode {
     SaveAttention,
 }
 
-/// The sizes.
+/// The sizes, and the dropout probability.
+///
+/// ```
+/// use remat_reference::gpt_dropout::{small, Config};
+/// let cfg = Config { layers: 4, ..small() };
+/// assert_eq!(cfg.embd % cfg.heads, 0);
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
+    /// Token ids are in `0..vocab`.
     pub vocab: i64,
+    /// The longest sequence (rows of the position embedding).
     pub context: i64,
+    /// The model width.
     pub embd: i64,
+    /// Attention heads (`embd` divisible by it).
     pub heads: i64,
+    /// Transformer blocks.
     pub layers: i64,
+    /// The probability of every dropout (embeddings, attention, outputs).
     pub dropout: f64,
 }
 
 /// Causal self-attention with dropout on the weights and on the output.
+/// `Capture`, so that a checkpoint or a `save` region owns a handle to the
+/// same layers.
+///
+/// ```
+/// use remat::Capture;
+/// use remat_reference::gpt_dropout::{small, Attention};
+/// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+/// let attn = Attention::new(&vs.root(), small());
+/// let _owned = attn.capture(); // the same weights
+/// ```
 #[derive(Capture)]
 pub struct Attention {
     qkv: nn::Linear,
@@ -38,7 +81,16 @@ pub struct Attention {
 }
 
 impl Attention {
-    fn new(vs: &nn::Path, cfg: Config) -> Self {
+    /// The layers `c_attn` (queries, keys and values) and `c_proj` under
+    /// `vs`.
+    ///
+    /// ```
+    /// use remat_reference::gpt_dropout::{small, Attention};
+    /// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+    /// let _attn = Attention::new(&vs.root(), small());
+    /// assert!(vs.variables().contains_key("c_attn.weight"));
+    /// ```
+    pub fn new(vs: &nn::Path, cfg: Config) -> Self {
         let c = Default::default();
         Attention {
             qkv: nn::linear(vs / "c_attn", cfg.embd, 3 * cfg.embd, c),
@@ -48,6 +100,16 @@ impl Attention {
         }
     }
 
+    /// The attention of `x` (`[batch, time, embd]`); dropout only when
+    /// `train`.
+    ///
+    /// ```
+    /// use remat_reference::gpt_dropout::{small, Attention};
+    /// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+    /// let attn = Attention::new(&vs.root(), small());
+    /// let x = tch::Tensor::randn([2, 8, small().embd], tch::kind::FLOAT_CPU);
+    /// assert!(attn.forward(&x, false).equal(&attn.forward(&x, false)));
+    /// ```
     pub fn forward(&self, x: &Tensor, train: bool) -> Tensor {
         let (b, t, c) = x.size3().unwrap();
         let hd = c / self.heads;
@@ -70,7 +132,16 @@ impl Attention {
     }
 }
 
-/// A pre-norm transformer block; its MLP is a `seq_t` with a closure.
+/// A pre-norm transformer block; its MLP is a `seq_t` with closures (tch's
+/// style, which `remat::nn` makes capturable).
+///
+/// ```
+/// use remat_reference::gpt_dropout::{small, Block, Mode};
+/// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+/// let block = Block::new(&vs.root(), 0, small());
+/// let x = tch::Tensor::randn([2, 8, small().embd], tch::kind::FLOAT_CPU);
+/// assert_eq!(block.forward(&x, Mode::Whole).size(), [2, 8, small().embd]);
+/// ```
 #[derive(Capture)]
 pub struct Block {
     index: i64,
@@ -81,7 +152,16 @@ pub struct Block {
 }
 
 impl Block {
-    fn new(vs: &nn::Path, index: i64, cfg: Config) -> Self {
+    /// The block's layers under `vs` (`ln_1`, `attn`, `ln_2`, `mlp`);
+    /// `index` names its checkpoint (`h.{index}`).
+    ///
+    /// ```
+    /// use remat_reference::gpt_dropout::{small, Block};
+    /// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+    /// let _block = Block::new(&vs.root(), 0, small());
+    /// assert!(vs.variables().contains_key("mlp.c_fc.weight"));
+    /// ```
+    pub fn new(vs: &nn::Path, index: i64, cfg: Config) -> Self {
         let p = cfg.dropout;
         Block {
             index,
@@ -128,6 +208,17 @@ impl Block {
         &x + x.apply(&self.ln2).apply_t(&self.mlp, true)
     }
 
+    /// The block on `x` (`[batch, time, embd]`, dropout on) under `mode`.
+    /// The checkpointed modes restore the generator around replay
+    /// (`RngStateHook`), so that replay draws the forward's masks.
+    ///
+    /// ```
+    /// use remat_reference::gpt_dropout::{small, Block, Mode};
+    /// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+    /// let block = Block::new(&vs.root(), 0, small());
+    /// let x = tch::Tensor::randn([2, 8, small().embd], tch::kind::FLOAT_CPU);
+    /// block.forward(&x, Mode::SaveAttention).sum(tch::Kind::Float).backward();
+    /// ```
     pub fn forward(&self, x: &Tensor, mode: Mode) -> Tensor {
         match mode {
             Mode::Plain => self.plain(x),
@@ -137,7 +228,15 @@ impl Block {
     }
 }
 
-/// Token and position embeddings, blocks, final norm, tied-free head.
+/// Token and position embeddings, blocks, final norm, untied head.
+///
+/// ```
+/// use remat_reference::gpt_dropout::{small, Gpt, Mode};
+/// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+/// let model = Gpt::new(&vs.root(), small());
+/// let ids = tch::Tensor::zeros([2, 8], tch::kind::INT64_CPU);
+/// assert_eq!(model.forward(&ids, Mode::Plain).size(), [2, 8, small().vocab]);
+/// ```
 pub struct Gpt {
     wte: nn::Embedding,
     wpe: nn::Embedding,
@@ -148,6 +247,15 @@ pub struct Gpt {
 }
 
 impl Gpt {
+    /// A model of `cfg`'s sizes, its variables under `vs` with GPT-2's names
+    /// (`wte`, `wpe`, `h.{i}.…`, `ln_f`, `lm_head`).
+    ///
+    /// ```
+    /// use remat_reference::gpt_dropout::{small, Gpt};
+    /// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+    /// let _model = Gpt::new(&vs.root(), small());
+    /// assert!(vs.variables().contains_key("h.1.ln_2.weight"));
+    /// ```
     pub fn new(vs: &nn::Path, cfg: Config) -> Self {
         let e = Default::default();
         Gpt {
@@ -170,6 +278,16 @@ impl Gpt {
         }
     }
 
+    /// The logits of token `ids` (`[batch, time]`), dropout on, the blocks
+    /// under `mode`.
+    ///
+    /// ```
+    /// use remat_reference::gpt_dropout::{small, Gpt, Mode};
+    /// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+    /// let model = Gpt::new(&vs.root(), small());
+    /// let ids = tch::Tensor::zeros([1, 4], tch::kind::INT64_CPU);
+    /// assert_eq!(model.forward(&ids, Mode::Whole).size(), [1, 4, small().vocab]);
+    /// ```
     pub fn forward(&self, ids: &Tensor, mode: Mode) -> Tensor {
         let t = ids.size()[1];
         let pos = Tensor::arange(t, tch::kind::INT64_CPU);
@@ -181,7 +299,12 @@ impl Gpt {
     }
 }
 
-/// A small configuration.
+/// A small configuration: width 16, two heads, two blocks, dropout 0.1.
+///
+/// ```
+/// let cfg = remat_reference::gpt_dropout::small();
+/// assert_eq!((cfg.embd, cfg.layers), (16, 2));
+/// ```
 pub fn small() -> Config {
     Config {
         vocab: 32,
@@ -193,7 +316,15 @@ pub fn small() -> Config {
     }
 }
 
-/// Next-token loss on a fixed batch of `[2, 8]` token ids.
+/// Next-token loss on a fixed batch of `[2, context]` token ids (computed,
+/// not drawn: the only draws are dropout's).
+///
+/// ```
+/// use remat_reference::gpt_dropout::{loss, small, Gpt, Mode};
+/// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
+/// let model = Gpt::new(&vs.root(), small());
+/// assert_eq!(loss(&model, small(), Mode::Plain).size(), Vec::<i64>::new());
+/// ```
 pub fn loss(model: &Gpt, cfg: Config, mode: Mode) -> Tensor {
     let ids = (Tensor::arange(2 * cfg.context + 1, tch::kind::INT64_CPU) * 5).remainder(cfg.vocab);
     let x = ids.narrow(0, 0, 2 * cfg.context).view([2, cfg.context]);
