@@ -14,7 +14,10 @@
 
 pub mod gpt_dropout;
 pub mod macros;
-pub mod model;
 pub mod resnet;
+pub mod runtime_api;
+
+// The path every user names, while `model.rs` is being split off again.
+pub use runtime_api as model;
 
 pub use model::{batch, Config, Model, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL, VOCAB};
