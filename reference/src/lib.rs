@@ -1,23 +1,30 @@
-//! The reference model of remat (shared/design/reference-model.md): a
-//! GPT-style byte-level language model, written once, op for op as the
-//! design fixes, so that losses, gradients and bytes compare across
-//! policies and against other implementations on the same libtorch.
+//! The reference models of remat, used by its tests, examples and
+//! benchmarks:
 //!
-//! - [`model`]: parameters, configurations, the ops, and the block under
-//!   each policy written with the runtime API;
-//! - [`macros`]: the same block written with `remat!` and `#[checkpoint]`;
-//! - [`resnet`] and [`gpt_dropout`]: two models in tch's `nn` style with
-//!   `remat::nn`, each comparable bitwise against itself without
-//!   checkpoints (batch norm in train mode; dropout).
+//! - the reference model (shared/design/reference-model.md): a GPT-style
+//!   byte-level language model, written once, op for op as the design
+//!   fixes, so that losses, gradients and bytes compare across policies and
+//!   against other implementations on the same libtorch. In layers, each
+//!   using only those above it in this list: `runtime_api` (parameters,
+//!   configurations, the ops, and the block under each policy written with
+//!   the runtime API), [`macros`] (the same block written with `remat!` and
+//!   `#[checkpoint]`), and [`model`] (re-exports `runtime_api`, the loss
+//!   through the macro blocks, and the tests' [`Setup`](model::Setup));
+//! - two models in tch's `nn` style with `remat::nn`, each comparable
+//!   bitwise against itself without checkpoints: [`resnet`] (batch norm in
+//!   train mode) and [`gpt_dropout`] (dropout, replayed by `RngStateHook`).
 //!
-//! Used by the `remat` package's tests, examples and benchmarks.
+//! ```
+//! use remat_reference::{batch, Model, ModelPolicy, SMALL};
+//! let model = Model::new(SMALL, 0);
+//! let (tokens, targets) = batch(SMALL, 1);
+//! model.loss(&tokens, &targets, ModelPolicy::Full).backward();
+//! ```
 
 pub mod gpt_dropout;
 pub mod macros;
+pub mod model;
 pub mod resnet;
-pub mod runtime_api;
-
-// The path every user names, while `model.rs` is being split off again.
-pub use runtime_api as model;
+mod runtime_api;
 
 pub use model::{batch, Config, Model, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL, VOCAB};

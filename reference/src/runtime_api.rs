@@ -1,11 +1,29 @@
 //! The reference model (shared/design/reference-model.md): a GPT-style
 //! byte-level language model written with the functional ops the design
-//! fixes, under each checkpointing policy.
+//! fixes, its parameters and sizes, and its blocks under each checkpointing
+//! policy written with the runtime API (`checkpoint`, `region`).
+//!
+//! The bottom of the crate: `macros` writes the same blocks with the macros
+//! on these parameters and ops, and `model` (which re-exports everything
+//! here) adds the loss through those blocks; nothing here refers to either.
+//!
+//! ```
+//! use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
+//! let model = Model::new(SMALL, 0);
+//! let (tokens, targets) = batch(SMALL, 1);
+//! model.loss_api(&tokens, &targets, ModelPolicy::Full).backward();
+//! ```
 
 use remat::{checkpoint, recompute_needs_tensor, region, Policy};
 use tch::{nn, Device, Kind, Tensor};
 
 /// The sizes of the model (reference-model.md, "Sizes").
+///
+/// ```
+/// use remat_reference::model::{Config, SMALL};
+/// let wide = Config { d: 128, ..SMALL };
+/// assert_eq!(wide.d % wide.h, 0);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
     /// Model width.
@@ -21,6 +39,10 @@ pub struct Config {
 }
 
 /// D=64, H=4, T=32, B=2, L=2: tests and the demo.
+///
+/// ```
+/// assert_eq!(remat_reference::model::SMALL.l, 2);
+/// ```
 pub const SMALL: Config = Config {
     d: 64,
     h: 4,
@@ -29,7 +51,11 @@ pub const SMALL: Config = Config {
     l: 2,
 };
 
-/// D=256, H=8, T=256, B=8, L=4.
+/// D=256, H=8, T=256, B=8, L=4: the benchmark's and the planner's size.
+///
+/// ```
+/// assert_eq!(remat_reference::model::MEDIUM.d, 256);
+/// ```
 pub const MEDIUM: Config = Config {
     d: 256,
     h: 8,
@@ -39,6 +65,11 @@ pub const MEDIUM: Config = Config {
 };
 
 /// The medium width at 32 layers: how memory grows with depth.
+///
+/// ```
+/// use remat_reference::model::{DEEP, MEDIUM};
+/// assert_eq!((DEEP.d, DEEP.l), (MEDIUM.d, 32));
+/// ```
 pub const DEEP: Config = Config {
     d: 256,
     h: 8,
@@ -47,14 +78,34 @@ pub const DEEP: Config = Config {
     l: 32,
 };
 
-/// Byte-level vocabulary.
+/// Byte-level vocabulary: token ids are bytes.
+///
+/// ```
+/// assert_eq!(remat_reference::model::VOCAB, 256);
+/// ```
 pub const VOCAB: i64 = 256;
 
+/// What every block checkpoints (reference-model.md, "Policies").
+///
+/// ```
+/// use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
+/// let model = Model::new(SMALL, 0);
+/// let (tokens, targets) = batch(SMALL, 1);
+/// let plain = model.loss_api(&tokens, &targets, ModelPolicy::None);
+/// let full = model.loss_api(&tokens, &targets, ModelPolicy::Full);
+/// assert!(plain.equal(&full)); // the same forward, bit for bit
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelPolicy {
+    /// No checkpoints: plain autograd.
     None,
+    /// Each block one checkpoint, replayed whole.
     Full,
+    /// Each block a checkpoint whose attention is a `save` region (the MLP
+    /// replays).
     Selective,
+    /// Each block a checkpoint whose MLP is a `save` region (the attention
+    /// replays).
     SaveMlp,
     /// As the active plan decides (docs/planner.md): each block is an
     /// `auto()` checkpoint with `Policy::Auto` regions `attention` and `mlp`;
@@ -63,6 +114,13 @@ pub enum ModelPolicy {
     Auto,
 }
 
+/// The hand policies, in the order tables and plots list them.
+///
+/// ```
+/// use remat_reference::model::{ModelPolicy, POLICIES};
+/// assert_eq!(POLICIES[0], ModelPolicy::None);
+/// assert!(!POLICIES.contains(&ModelPolicy::Auto));
+/// ```
 pub const POLICIES: [ModelPolicy; 4] = [
     ModelPolicy::None,
     ModelPolicy::Full,
@@ -70,34 +128,72 @@ pub const POLICIES: [ModelPolicy; 4] = [
     ModelPolicy::SaveMlp,
 ];
 
+/// One transformer block's parameters (`layers.{index}.…` in the store).
+///
+/// ```
+/// use remat_reference::model::{Model, SMALL};
+/// let model = Model::new(SMALL, 0);
+/// let block = &model.blocks[1];
+/// assert_eq!((block.index, block.qkv_w.size()), (1, vec![3 * SMALL.d, SMALL.d]));
+/// ```
 pub struct Block {
+    /// The block's position in the stack; it names the checkpoint.
     pub index: usize,
+    /// The model's sizes.
     pub cfg: Config,
+    /// `ln1.weight`, `[d]`.
     pub ln1_w: Tensor,
+    /// `ln1.bias`, `[d]`.
     pub ln1_b: Tensor,
+    /// `attn.qkv.weight`, `[3d, d]`.
     pub qkv_w: Tensor,
+    /// `attn.qkv.bias`, `[3d]`.
     pub qkv_b: Tensor,
+    /// `attn.proj.weight`, `[d, d]`.
     pub proj_w: Tensor,
+    /// `attn.proj.bias`, `[d]`.
     pub proj_b: Tensor,
+    /// `ln2.weight`, `[d]`.
     pub ln2_w: Tensor,
+    /// `ln2.bias`, `[d]`.
     pub ln2_b: Tensor,
+    /// `mlp.fc1.weight`, `[4d, d]`.
     pub fc1_w: Tensor,
+    /// `mlp.fc1.bias`, `[4d]`.
     pub fc1_b: Tensor,
+    /// `mlp.fc2.weight`, `[d, 4d]`.
     pub fc2_w: Tensor,
+    /// `mlp.fc2.bias`, `[d]`.
     pub fc2_b: Tensor,
 }
 
+/// The model's parameters: embeddings, blocks, final layer norm and head.
+///
+/// ```
+/// use remat_reference::model::{Model, SMALL, VOCAB};
+/// let model = Model::new(SMALL, 0);
+/// assert_eq!(model.head_w.size(), [VOCAB, SMALL.d]);
+/// assert_eq!(model.vs.variables().len(), model.named_parameters().len());
+/// ```
 pub struct Model {
+    /// The sizes.
     pub cfg: Config,
     /// Holds every parameter under its reference name (for `tch::nn`
     /// optimizers and checkpoint files).
     pub vs: nn::VarStore,
+    /// `tok_emb`, `[VOCAB, d]`.
     pub tok_emb: Tensor,
+    /// `pos_emb`, `[t, d]`.
     pub pos_emb: Tensor,
+    /// The blocks, in order.
     pub blocks: Vec<Block>,
+    /// `ln_f.weight`, `[d]`.
     pub lnf_w: Tensor,
+    /// `ln_f.bias`, `[d]`.
     pub lnf_b: Tensor,
+    /// `head.weight`, `[VOCAB, d]`.
     pub head_w: Tensor,
+    /// `head.bias`, `[VOCAB]`.
     pub head_b: Tensor,
 }
 
@@ -122,6 +218,12 @@ impl Init {
 
 impl Model {
     /// A model with fresh parameters drawn after `tch::manual_seed(seed)`.
+    ///
+    /// ```
+    /// use remat_reference::model::{Model, SMALL};
+    /// let (a, b) = (Model::new(SMALL, 0), Model::new(SMALL, 0));
+    /// assert!(a.tok_emb.equal(&b.tok_emb));
+    /// ```
     pub fn new(cfg: Config, seed: i64) -> Model {
         tch::manual_seed(seed);
         Model::build(cfg, Init::tensor)
@@ -173,6 +275,13 @@ impl Model {
     }
 
     /// Every parameter with its reference name.
+    ///
+    /// ```
+    /// use remat_reference::model::{Model, SMALL};
+    /// let model = Model::new(SMALL, 0);
+    /// let names: Vec<String> = model.named_parameters().into_iter().map(|(n, _)| n).collect();
+    /// assert!(names.contains(&"layers.1.attn.qkv.weight".to_string()));
+    /// ```
     pub fn named_parameters(&self) -> Vec<(String, &Tensor)> {
         let mut out = vec![
             ("tok_emb".to_string(), &self.tok_emb),
@@ -206,6 +315,16 @@ impl Model {
         out
     }
 
+    /// Zeroes every parameter's gradient (those that have one).
+    ///
+    /// ```
+    /// use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
+    /// let model = Model::new(SMALL, 0);
+    /// let (tokens, targets) = batch(SMALL, 1);
+    /// model.loss_api(&tokens, &targets, ModelPolicy::None).backward();
+    /// model.zero_grad();
+    /// assert_eq!(f64::try_from(model.head_w.grad().abs().sum(tch::Kind::Float)).unwrap(), 0.0);
+    /// ```
     pub fn zero_grad(&self) {
         for (_, p) in self.named_parameters() {
             let mut g = p.grad();
@@ -215,14 +334,18 @@ impl Model {
         }
     }
 
-    /// The loss under `policy`, with the blocks written once with the
-    /// macros and the policy chosen at run time (`crate::macros`).
-    pub fn loss(&self, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
-        crate::macros::loss(self, tokens, targets, policy)
-    }
-
-    /// The same loss with the blocks written with the runtime API
-    /// (`block_forward`): what the runtime's own tests use.
+    /// The mean next-byte cross-entropy under `policy`, with the blocks
+    /// written with the runtime API (`block_forward`): what the runtime's
+    /// own tests use. `Model::loss` is the same loss through the macro
+    /// version of the blocks.
+    ///
+    /// ```
+    /// use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
+    /// let model = Model::new(SMALL, 0);
+    /// let (tokens, targets) = batch(SMALL, 1);
+    /// let api = model.loss_api(&tokens, &targets, ModelPolicy::Selective);
+    /// assert!(api.equal(&model.loss(&tokens, &targets, ModelPolicy::Selective)));
+    /// ```
     pub fn loss_api(&self, tokens: &Tensor, targets: &Tensor, policy: ModelPolicy) -> Tensor {
         self.loss_through(tokens, targets, |mut x| {
             for block in &self.blocks {
@@ -234,6 +357,14 @@ impl Model {
 
     /// The loss with the stack of blocks given by `blocks` (embeddings, final
     /// layer norm, head and cross-entropy are the model's own).
+    ///
+    /// ```
+    /// use remat_reference::model::{batch, Model, SMALL};
+    /// let model = Model::new(SMALL, 0);
+    /// let (tokens, targets) = batch(SMALL, 1);
+    /// let no_blocks = model.loss_through(&tokens, &targets, |x| x);
+    /// assert_eq!(no_blocks.size(), Vec::<i64>::new());
+    /// ```
     pub fn loss_through(
         &self,
         tokens: &Tensor,
@@ -268,6 +399,14 @@ impl Model {
     }
 }
 
+/// The attention of block `p` on `h` (`[b, t, d]`, already normalised).
+///
+/// ```
+/// use remat_reference::model::{attention, Model, SMALL};
+/// let model = Model::new(SMALL, 0);
+/// let h = tch::Tensor::zeros([SMALL.b, SMALL.t, SMALL.d], tch::kind::FLOAT_CPU);
+/// assert_eq!(attention(&model.blocks[0], &h).size(), [SMALL.b, SMALL.t, SMALL.d]);
+/// ```
 pub fn attention(p: &Block, h: &Tensor) -> Tensor {
     attention_op(h, [&p.qkv_w, &p.qkv_b, &p.proj_w, &p.proj_b], p.cfg)
 }
@@ -275,6 +414,15 @@ pub fn attention(p: &Block, h: &Tensor) -> Tensor {
 /// The attention of reference-model.md, from its weights
 /// `[qkv.weight, qkv.bias, proj.weight, proj.bias]` (shared with the macro
 /// version of the model, so that both run the same ops).
+///
+/// ```
+/// use remat_reference::model::{attention, attention_op, Model, SMALL};
+/// let model = Model::new(SMALL, 0);
+/// let p = &model.blocks[0];
+/// let h = tch::Tensor::ones([SMALL.b, SMALL.t, SMALL.d], tch::kind::FLOAT_CPU);
+/// let op = attention_op(&h, [&p.qkv_w, &p.qkv_b, &p.proj_w, &p.proj_b], SMALL);
+/// assert!(op.equal(&attention(p, &h)));
+/// ```
 pub fn attention_op(
     h: &Tensor,
     [qkv_w, qkv_b, proj_w, proj_b]: [&Tensor; 4],
@@ -297,22 +445,57 @@ pub fn attention_op(
     ctx.linear(proj_w, Some(proj_b))
 }
 
+/// The MLP of block `p` on `h` (`[.., d]`, already normalised).
+///
+/// ```
+/// use remat_reference::model::{mlp, Model, SMALL};
+/// let model = Model::new(SMALL, 0);
+/// let h = tch::Tensor::ones([3, SMALL.d], tch::kind::FLOAT_CPU);
+/// assert_eq!(mlp(&model.blocks[0], &h).size(), [3, SMALL.d]);
+/// ```
 pub fn mlp(p: &Block, h: &Tensor) -> Tensor {
     mlp_op(h, [&p.fc1_w, &p.fc1_b, &p.fc2_w, &p.fc2_b])
 }
 
 /// The MLP of reference-model.md from `[fc1.weight, fc1.bias, fc2.weight, fc2.bias]`.
+///
+/// ```
+/// use remat_reference::model::{mlp, mlp_op, Model, SMALL};
+/// let model = Model::new(SMALL, 0);
+/// let p = &model.blocks[0];
+/// let h = tch::Tensor::ones([3, SMALL.d], tch::kind::FLOAT_CPU);
+/// assert!(mlp_op(&h, [&p.fc1_w, &p.fc1_b, &p.fc2_w, &p.fc2_b]).equal(&mlp(p, &h)));
+/// ```
 pub fn mlp_op(h: &Tensor, [fc1_w, fc1_b, fc2_w, fc2_b]: [&Tensor; 4]) -> Tensor {
     h.linear(fc1_w, Some(fc1_b))
         .gelu("none")
         .linear(fc2_w, Some(fc2_b))
 }
 
+/// Layer norm over the last dimension `d` with weight `w` and bias `b`.
+///
+/// ```
+/// use remat_reference::model::ln;
+/// let (w, b) = (tch::Tensor::ones([4], tch::kind::FLOAT_CPU), tch::Tensor::zeros([4], tch::kind::FLOAT_CPU));
+/// let y = ln(&tch::Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]), &w, &b, 4);
+/// assert!(f64::try_from(y.mean(tch::Kind::Float)).unwrap().abs() < 1e-6);
+/// ```
 pub fn ln(x: &Tensor, w: &Tensor, b: &Tensor, d: i64) -> Tensor {
     x.layer_norm([d], Some(w), Some(b), 1e-5, false)
 }
 
-/// The block body under a policy (`None` and `Full` have no regions).
+/// The block body under a policy (`None` and `Full` have no regions):
+/// what `block_forward` checkpoints, and the body the runtime's tests wrap
+/// in checkpoints of their own.
+///
+/// ```
+/// use remat_reference::model::{block_body, Model, ModelPolicy, SMALL};
+/// let model = Model::new(SMALL, 0);
+/// let x = tch::Tensor::zeros([SMALL.b, SMALL.t, SMALL.d], tch::kind::FLOAT_CPU);
+/// // Outside a checkpoint, regions are plain calls: every policy is the same.
+/// let plain = block_body(&model.blocks[0], &x, ModelPolicy::None);
+/// assert!(plain.equal(&block_body(&model.blocks[0], &x, ModelPolicy::Selective)));
+/// ```
 pub fn block_body(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
     let d = p.cfg.d;
     let h = ln(x, &p.ln1_w, &p.ln1_b, d);
@@ -354,6 +537,14 @@ pub fn block_body(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
 
 impl Model {
     /// An independent model with the same parameter values.
+    ///
+    /// ```
+    /// use remat_reference::model::{Model, SMALL};
+    /// let model = Model::new(SMALL, 0);
+    /// let copy = model.deep_copy();
+    /// assert!(copy.head_w.equal(&model.head_w));
+    /// assert_ne!(copy.head_w.data_ptr(), model.head_w.data_ptr());
+    /// ```
     pub fn deep_copy(&self) -> Model {
         let mut copy = Model::build(self.cfg, |_, shape| Init::Zeros.tensor(shape));
         copy.vs
@@ -365,6 +556,13 @@ impl Model {
 
 impl Block {
     /// Handles to the same parameters, for a checkpoint closure to own.
+    ///
+    /// ```
+    /// use remat_reference::model::{Model, SMALL};
+    /// let model = Model::new(SMALL, 0);
+    /// let owned = model.blocks[0].shallow();
+    /// assert_eq!(owned.qkv_w.data_ptr(), model.blocks[0].qkv_w.data_ptr());
+    /// ```
     pub fn shallow(&self) -> Block {
         Block {
             index: self.index,
@@ -385,6 +583,19 @@ impl Block {
     }
 }
 
+/// Block `p` on `x` under `policy`: a checkpoint named `layers.{index}`
+/// around [`block_body`] (an `auto()` one for `Auto`), or the plain body for
+/// `None`.
+///
+/// ```
+/// use remat_reference::model::{block_forward, Model, ModelPolicy, SMALL};
+/// let model = Model::new(SMALL, 0);
+/// let x = tch::Tensor::zeros([SMALL.b, SMALL.t, SMALL.d], tch::kind::FLOAT_CPU)
+///     .set_requires_grad(true);
+/// let y = block_forward(&model.blocks[0], &x, ModelPolicy::SaveMlp);
+/// y.sum(tch::Kind::Float).backward(); // the block replays here
+/// assert_eq!(x.grad().size(), x.size());
+/// ```
 pub fn block_forward(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
     if policy == ModelPolicy::None {
         return block_body(p, x, policy);
@@ -403,6 +614,14 @@ pub fn block_forward(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
 /// own (xorshift64 seeded with `seed`), not libtorch's global one: tests
 /// that draw random numbers on other threads cannot change them. The
 /// benchmark's Python side (bench/python/peers.py) draws the same bytes.
+///
+/// ```
+/// use remat_reference::model::{batch, SMALL};
+/// let (tokens, targets) = batch(SMALL, 1);
+/// assert_eq!(tokens.size(), [SMALL.b, SMALL.t]);
+/// // The targets are the tokens shifted by one.
+/// assert!(tokens.narrow(1, 1, SMALL.t - 1).equal(&targets.narrow(1, 0, SMALL.t - 1)));
+/// ```
 pub fn batch(cfg: Config, seed: i64) -> (Tensor, Tensor) {
     let mut state = (seed as u64) ^ 0x9E37_79B9_7F4A_7C15;
     let tokens: Vec<i64> = (0..cfg.b * (cfg.t + 1))
@@ -418,31 +637,4 @@ pub fn batch(cfg: Config, seed: i64) -> (Tensor, Tensor) {
         data.narrow(1, 0, cfg.t).contiguous(),
         data.narrow(1, 1, cfg.t).contiguous(),
     )
-}
-
-/// The reference model (parameters from seed 0) with its batch (seed 1):
-/// what the tests and the benchmark train on, the same as the Python
-/// peers'.
-pub struct Setup {
-    pub model: Model,
-    pub tokens: Tensor,
-    pub targets: Tensor,
-}
-
-impl Setup {
-    /// The model of `cfg` and its batch.
-    pub fn new(cfg: Config) -> Setup {
-        let model = Model::new(cfg, 0);
-        let (tokens, targets) = batch(cfg, 1);
-        Setup {
-            model,
-            tokens,
-            targets,
-        }
-    }
-
-    /// The loss of the batch under `policy` (a graph not yet backpropagated).
-    pub fn loss(&self, policy: ModelPolicy) -> Tensor {
-        self.model.loss(&self.tokens, &self.targets, policy)
-    }
 }
