@@ -72,6 +72,14 @@ impl GeneratorLock {
     /// let x = tch::Tensor::randn([3], tch::kind::FLOAT_CPU); // drawn under the lock
     /// assert_eq!(x.size(), [3]);
     /// ```
+    ///
+    /// Taking it twice on one thread is a bug in the test, reported at once:
+    ///
+    /// ```should_panic
+    /// use remat_runtime::nn::GeneratorLock;
+    /// let _outer = GeneratorLock::acquire();
+    /// let _inner = GeneratorLock::seeded(1); // panics: this thread holds it
+    /// ```
     pub fn acquire() -> GeneratorLock {
         assert!(
             !HELD.with(Cell::get),

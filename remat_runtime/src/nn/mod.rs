@@ -20,7 +20,8 @@
 //!   Hence also: only `Func<'static>` and `FuncT<'static>` are `Capture`.
 //! - **A module remat does not mirror** (`ConvTranspose*`, the RNNs, a module
 //!   of your own without `Capture`, a `Box<dyn ModuleT>`): wrap it in
-//!   [`Shared`], which is a `ModuleT`; `seq_t().add(Shared::new(m))`, and in
+//!   [`Shared`], whose captures share the one module, and which is a
+//!   `ModuleT` when the module is one: `seq_t().add(Shared::new(m))`, and in
 //!   `seq()` (which takes `Module`s) `add_fn(move |xs| m.forward(xs))`.
 //!
 //! ```
