@@ -19,6 +19,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/bridge.h");
     println!("cargo:rerun-if-changed=csrc/guard.h");
     println!("cargo:rerun-if-changed=csrc/cuda_diag.cpp");
+    println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
@@ -43,7 +44,8 @@ fn main() {
         )
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .flag_if_supported("-Wno-unused-parameter")
-        .file("csrc/bridge.cpp");
+        .file("csrc/bridge.cpp")
+        .file("csrc/autocast.cpp");
     if cuda {
         // The CUDA diagnostics (OOM observer, allocation contexts) need the
         // CUDA toolkit's headers. Without them (a CPU machine checking that

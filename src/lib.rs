@@ -25,14 +25,14 @@
 //! its rules, `docs/dsl.md` the macros.
 
 pub use remat_derive::{checkpoint, remat, Capture};
-pub use remat_runtime::{autograd, diagnostics, nn, planner, storage, Tensor};
 pub use remat_runtime::{
-    checkpoint, current_saved_tensor_info, is_placeholder, is_recomputing, recompute_needs_tensor,
-    region, saved_tensors_hooks, BufferStateHook, Capture, Checkpoint, CheckpointInputs,
-    Determinism, Error, Opaque, OutputItem, Policy, RecomputableClosure, RecomputeStateHook,
-    Region, RegionInput, RegionOutput, Result, RngStateHook, SavedTensorInfo, SavedTensorKind,
-    SavedTensorsHooks, Shared, TensorHooks,
+    autocast, checkpoint, current_saved_tensor_info, is_placeholder, is_recomputing,
+    recompute_needs_tensor, region, saved_tensors_hooks, AutocastGuard, BufferStateHook, Capture,
+    Checkpoint, CheckpointInputs, Determinism, Error, Opaque, OutputItem, Policy,
+    RecomputableClosure, RecomputeStateHook, Region, RegionInput, RegionOutput, Result,
+    RngStateHook, SavedTensorInfo, SavedTensorKind, SavedTensorsHooks, Shared, TensorHooks,
 };
+pub use remat_runtime::{autograd, diagnostics, nn, planner, storage, Tensor};
 pub use tch;
 
 #[doc(hidden)]
@@ -49,7 +49,8 @@ pub use remat_runtime::__private;
 pub mod prelude {
     pub use crate::diagnostics::memory_report;
     pub use crate::{
-        checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor, region, remat,
-        BufferStateHook, Capture, Determinism, Policy, RecomputeStateHook, RngStateHook, Tensor,
+        autocast, checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor, region,
+        remat, BufferStateHook, Capture, Determinism, Policy, RecomputeStateHook, RngStateHook,
+        Tensor,
     };
 }

@@ -154,6 +154,26 @@ void remat_grad_mode_set(int enabled);
 // record no history and bump no version counter. Null if it cannot be made.
 void* remat_untracked_push(void);
 void remat_untracked_pop(void* guard);
+// Autocast (csrc/autocast.cpp): the calling thread's state for every
+// device type libtorch has autocast for, in this order: CPU, CUDA, XPU, MPS,
+// HPU, XLA, PrivateUse1, IPU, MTIA, MAIA. `available` is 0 where this
+// libtorch has no autocast for the type (then `enabled` is 0 and `dtype`
+// -1); `dtype` is a c10::ScalarType code. `remat_autocast_set` writes every
+// available type and the weight-cast cache flag; it does not touch the
+// nesting counter, which the two functions after it move as
+// torch.autocast's __enter__ and __exit__ do (returning the new depth).
+#define REMAT_AUTOCAST_DEVICES 10
+typedef struct remat_autocast_state {
+  uint8_t available[REMAT_AUTOCAST_DEVICES];
+  uint8_t enabled[REMAT_AUTOCAST_DEVICES];
+  int8_t dtype[REMAT_AUTOCAST_DEVICES];
+  uint8_t cache_enabled;
+} remat_autocast_state;
+remat_err remat_autocast_get(remat_autocast_state* out);
+remat_err remat_autocast_set(const remat_autocast_state* state);
+int remat_autocast_increment_nesting(void);
+int remat_autocast_decrement_nesting(void);
+remat_err remat_autocast_clear_cache(void);
 int remat_graph_task_id(void);
 int remat_graph_task_keep_graph(void);
 // Bytes the C heap has handed out and not taken back (glibc: the main

@@ -25,6 +25,7 @@
 // The folders read as the architecture (docs/architecture.md): `bridge`
 // (all unsafe code) at the bottom, `checkpointing` (the mechanism), `hooks`
 // (what users plug in), `diagnostics` (what the runtime reports).
+mod autocast;
 pub mod autograd;
 mod bridge;
 mod capture;
@@ -42,6 +43,7 @@ mod shared;
 pub mod storage;
 mod sync;
 
+pub use autocast::{autocast, AutocastGuard};
 pub use bridge::is_placeholder;
 pub use capture::Capture;
 pub use checkpointing::checkpoint::{checkpoint, Checkpoint};

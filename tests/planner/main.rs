@@ -10,6 +10,7 @@
 mod common;
 
 mod apply;
+mod autocast;
 mod errors;
 mod exact;
 

@@ -3,6 +3,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod ambient;
+mod autocast;
 mod behaviour;
 mod cuda_build;
 mod diagnostics;

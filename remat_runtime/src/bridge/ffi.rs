@@ -28,6 +28,19 @@ pub(super) struct RawMeta {
     pub strides: [i64; META_DIMS],
 }
 
+/// `REMAT_AUTOCAST_DEVICES` of bridge.h.
+pub(super) const AUTOCAST_DEVICES: usize = 10;
+
+/// `remat_autocast_state` of bridge.h.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(super) struct RawAutocast {
+    pub available: [u8; AUTOCAST_DEVICES],
+    pub enabled: [u8; AUTOCAST_DEVICES],
+    pub dtype: [i8; AUTOCAST_DEVICES],
+    pub cache_enabled: u8,
+}
+
 #[repr(C)]
 pub(super) struct Callbacks {
     pub node_apply: unsafe extern "C" fn(
@@ -123,6 +136,11 @@ extern "C" {
     pub(super) fn remat_grad_mode_set(enabled: c_int);
     pub(super) fn remat_untracked_push() -> *mut c_void;
     pub(super) fn remat_untracked_pop(guard: *mut c_void);
+    pub(super) fn remat_autocast_get(out: *mut RawAutocast) -> RematErr;
+    pub(super) fn remat_autocast_set(state: *const RawAutocast) -> RematErr;
+    pub(super) fn remat_autocast_increment_nesting() -> c_int;
+    pub(super) fn remat_autocast_decrement_nesting() -> c_int;
+    pub(super) fn remat_autocast_clear_cache() -> RematErr;
     pub(super) fn remat_graph_task_id() -> c_int;
     pub(super) fn remat_graph_task_keep_graph() -> c_int;
     pub(super) fn remat_heap_bytes_in_use() -> i64;

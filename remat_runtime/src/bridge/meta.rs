@@ -103,7 +103,7 @@ impl TensorMeta {
 
     /// The element type, if tch has a name for it.
     pub(crate) fn kind(&self) -> Option<Kind> {
-        super::placeholder::kind_of_code(self.scalar_type)
+        super::kind_code::kind_of_code(self.scalar_type)
     }
 }
 

@@ -6,12 +6,14 @@
 //! `at::Tensor*` (tch's `C_tensor`); C++ exceptions come back as error
 //! strings; Rust callbacks catch every panic before returning to C++.
 
+mod autocast;
 mod autograd;
 mod callbacks;
 mod cuda;
 mod ffi;
 mod heap;
 mod hook_stack;
+mod kind_code;
 mod meta;
 mod node;
 mod placeholder;
@@ -19,6 +21,9 @@ mod rng;
 mod storage;
 mod untracked;
 
+pub(crate) use autocast::{
+    available_devices, decrement_nesting, device_slot, increment_nesting, AutocastState,
+};
 pub use autograd::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, set_grad_enabled,
     GradModeGuard,

@@ -8,7 +8,7 @@
 //! Invariant: whatever the forward pushes (hooks, frame) is popped by guards,
 //! also when the closure panics; with grad mode off the closure simply runs.
 
-use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, WeakStorage};
+use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, AutocastState, WeakStorage};
 use crate::checkpointing::auto;
 use crate::checkpointing::checkpoint_state::{Body, CheckpointState, KeptInput, StateOptions};
 use crate::checkpointing::closure::RecomputableClosure;
@@ -376,6 +376,8 @@ impl Checkpoint {
             inputs: kept_inputs,
             auto: decision,
             profile,
+            // Rule A2: recomputation runs under the forward's autocast.
+            autocast: AutocastState::current()?,
         });
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));

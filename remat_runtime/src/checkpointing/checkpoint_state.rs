@@ -9,11 +9,11 @@
 //! mechanism that uses it lives in the files above (`holder`, `replay`,
 //! `region`, `save_region`, `checkpoint`).
 
-use crate::bridge::WeakStorage;
+use crate::bridge::{AutocastState, WeakStorage};
 use crate::checkpointing::auto::Resolved;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
 use crate::checkpointing::save_region::persist::PersistIndex;
-use crate::checkpointing::save_region::record::SaveRecord;
+use crate::checkpointing::save_region::record::{region_path, SaveRecord};
 use crate::diagnostics::timing::CheckpointCall;
 use crate::error::Error;
 use crate::fast_hash::FastMap;
@@ -54,6 +54,8 @@ pub(crate) struct CheckpointState {
     pub auto: Resolved,
     /// Where the forward's timings go when profiling (`None` otherwise).
     pub profile: Option<Arc<Mutex<CheckpointCall>>>,
+    /// The thread's autocast state when the forward started.
+    pub autocast: AutocastState,
 }
 
 /// The mutable part of a [`CheckpointState`].
@@ -132,6 +134,8 @@ pub(crate) struct StateOptions {
     pub inputs: Vec<KeptInput>,
     pub auto: Resolved,
     pub profile: Option<Arc<Mutex<CheckpointCall>>>,
+    /// The thread's autocast state when the forward started.
+    pub autocast: AutocastState,
 }
 
 impl CheckpointState {
@@ -152,6 +156,7 @@ impl CheckpointState {
             inner: Mutex::new(Inner::default()),
             auto: options.auto,
             profile: options.profile,
+            autocast: options.autocast,
         });
         let mut registry = lock(&REGISTRY);
         registry.retain(|w| w.strong_count() > 0);
@@ -178,10 +183,7 @@ impl CheckpointState {
 
     /// `checkpoint::region`, or the region alone in an unnamed checkpoint.
     pub(crate) fn region_display(&self, region: &str) -> String {
-        match &self.name {
-            Some(n) => format!("{n}::{region}"),
-            None => region.to_string(),
-        }
+        region_path(self.name.as_deref(), region)
     }
 
     pub(crate) fn error(&self, message: impl Into<String>) -> Error {

@@ -75,9 +75,19 @@ impl Determinism {
         };
         let now = SaveMeta::of(t);
         if &now != meta {
+            // The dtype first when it is what differs: under autocast that is
+            // the usual case, and the rest of the metadata then says nothing.
+            let dtype = if now.kind != meta.kind {
+                format!(
+                    " (dtype differs: {:?} on the forward, {:?} now)",
+                    meta.kind, now.kind
+                )
+            } else {
+                String::new()
+            };
             return Err(format!(
                 "saved tensor {index} differs between forward and replay: forward saved \
-                 {meta:?}, replay {now:?}; the closure must compute the same thing both times"
+                 {meta:?}, replay {now:?}{dtype}; the closure must compute the same thing both times"
             ));
         }
         if let Some(v) = value {

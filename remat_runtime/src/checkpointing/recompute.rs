@@ -6,7 +6,8 @@
 //! everything it pushes (hooks, frame, grad mode, state-hook state) is popped
 //! by guards, also when the closure panics.
 
-use crate::bridge::{grad_fn_saved, GradModeGuard, HookPair, Payload};
+use crate::autocast::Entered;
+use crate::bridge::{grad_fn_saved, AutocastState, GradModeGuard, HookPair, Payload};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
 use crate::error::{catch_quietly, panic_message, Error, Result};
@@ -24,6 +25,7 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
         return Ok(());
     }
     let inputs = saved_inputs(state)?;
+    let caller_autocast = AutocastState::current()?;
     state.unregister();
     {
         let mut inner = lock(&state.inner);
@@ -36,6 +38,17 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
             task,
         })));
         let _grad = GradModeGuard::new(true);
+        // Rule A2: the forward's autocast state, entered as torch.autocast
+        // enters one (left on every exit path by the guard's drop); nothing
+        // to do in the common case of the same state.
+        let _autocast = if state.autocast != caller_autocast {
+            Some(
+                Entered::enter(caller_autocast, state.autocast)
+                    .map_err(|e| state.error(e.to_string()))?,
+            )
+        } else {
+            None
+        };
         let _frame = frame::push(state.clone(), Phase::Recompute, None);
         let outer = RestoreOnDrop::new(
             &state.state_hooks,
@@ -62,16 +75,21 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
         let outcome = catch_quietly(|| (body)(inputs));
         (outcome, outer.finish())
     };
+    let explain =
+        |message: String| state.error(message + &autocast_note(&state.autocast, &caller_autocast));
     if let Err(payload) = outcome.0 {
-        return Err(state.error(format!("replay failed: {}", panic_message(&*payload))));
+        return Err(explain(format!(
+            "replay failed: {}",
+            panic_message(&*payload)
+        )));
     }
     outcome.1.map_err(|m| state.error(m))?;
     let mut inner = lock(&state.inner);
     if let Some(message) = inner.replay_error.take() {
-        return Err(state.error(message));
+        return Err(explain(message));
     }
     if inner.replay_count != inner.holders.len() {
-        return Err(state.error(format!(
+        return Err(explain(format!(
             "the forward saved {} tensors for backward but the replay saved {}; \
              forward and replay followed different code paths (the closure must do \
              the same work both times)",
@@ -81,6 +99,23 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
     }
     inner.replayed.insert(task);
     Ok(())
+}
+
+/// What a message about dtypes adds when the forward's autocast state
+/// differs from the one backward was called under: recomputation ran under
+/// the forward's (rule A2), so the difference is a lead, not the cause.
+fn autocast_note(forward: &AutocastState, caller: &AutocastState) -> String {
+    if forward == caller {
+        return String::new();
+    }
+    format!(
+        " (the forward ran with {}, the backward that recomputes it was called with {}; \
+         recomputation ran under the forward's state, so a dtype that differs from the \
+         forward's comes from the closure itself, e.g. a tensor made outside autocast or \
+         a cast that depends on `is_recomputing()`)",
+        forward.describe(),
+        caller.describe()
+    )
 }
 
 /// The checkpoint's inputs, read back from the node that saved them.

@@ -158,13 +158,19 @@ pub(crate) fn save_name(i: usize) -> String {
     format!("saved.{i}")
 }
 
+/// How reports and messages call a region: `checkpoint::region`, or the
+/// region alone in an unnamed checkpoint.
+pub(crate) fn region_path(checkpoint: Option<&str>, region: &str) -> String {
+    match checkpoint {
+        Some(c) => format!("{c}::{region}"),
+        None => region.to_string(),
+    }
+}
+
 impl SaveRecord {
     /// `checkpoint::region`.
     pub(crate) fn display(&self) -> String {
-        match &self.checkpoint {
-            Some(c) => format!("{c}::{}", self.name),
-            None => self.name.to_string(),
-        }
+        region_path(self.checkpoint.as_deref(), &self.name)
     }
 
     pub(crate) fn error(&self, message: impl Into<String>) -> Error {
