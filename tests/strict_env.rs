@@ -1,4 +1,4 @@
-//! `REMAT_STRICT_REPLAY=1` turns strict replay on for the whole process. A
+//! `REMAT_STRICT_RECOMPUTE=1` turns strict recomputation on for the whole process. A
 //! test binary of its own: the variable is read once, by the first
 //! checkpoint.
 
@@ -10,7 +10,7 @@ use tch::Kind;
 
 #[test]
 fn the_environment_variable_makes_every_checkpoint_strict() {
-    std::env::set_var("REMAT_STRICT_REPLAY", "1");
+    std::env::set_var("REMAT_STRICT_RECOMPUTE", "1");
     let x = input();
     let y = checkpoint("env").call(&x, |x| {
         let h = region("exp", Policy::Save).call(&x, |x| x.exp());
@@ -20,7 +20,7 @@ fn the_environment_variable_makes_every_checkpoint_strict() {
     assert!(err.contains("`env::exp.out` is a placeholder"), "{err}");
     // An explicit option still wins.
     let x = input();
-    let y = checkpoint("lax").strict_replay(false).call(&x, |x| {
+    let y = checkpoint("lax").strict_recompute(false).call(&x, |x| {
         let h = region("exp", Policy::Save).call(&x, |x| x.exp());
         h.sin().sum(Kind::Float)
     });

@@ -324,7 +324,7 @@ impl Expand {
             .args
             .strict
             .as_ref()
-            .map(|s| quote!(.strict_replay(#s)));
+            .map(|s| quote!(.strict_recompute(#s)));
         // `auto`: the active plan turns the checkpoint on or off, at run
         // time, inside the runtime (no branch here).
         let auto = self

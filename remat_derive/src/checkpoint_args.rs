@@ -22,7 +22,7 @@ pub(crate) struct CheckpointArgs {
     pub determinism: Option<Ident>,
     /// `enabled = EXPR` (a `bool`): off runs the body as a plain call.
     pub enabled: Option<Expr>,
-    /// `strict = EXPR` (a `bool`): `Checkpoint::strict_replay`.
+    /// `strict = EXPR` (a `bool`): `Checkpoint::strict_recompute`.
     pub strict: Option<Expr>,
     /// `auto`: `Checkpoint::auto()`, the active plan decides whether the
     /// checkpoint is on.

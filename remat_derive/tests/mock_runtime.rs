@@ -317,7 +317,7 @@ impl Checkpoint {
         self
     }
 
-    pub fn strict_replay(self, strict: bool) -> Self {
+    pub fn strict_recompute(self, strict: bool) -> Self {
         log(format!("strict {strict}"));
         self
     }

@@ -2,7 +2,7 @@
 //! from the runtime API (nested checkpoints, regions of random policies,
 //! elementwise, matmul, view, in-place and reduction ops, tuple outputs,
 //! state hooks, checkpoints whose inputs are views or shared), each run with
-//! remat under strict replay and without it: every leaf's gradient must be
+//! remat under strict recomputation and without it: every leaf's gradient must be
 //! bitwise equal, and no checkpoint state may outlive the graph.
 //!
 //! A test binary of its own: it reads the process-wide count of live

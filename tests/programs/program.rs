@@ -339,7 +339,7 @@ fn run_checkpoint(
     if !ctx.remat {
         return run(body, unview(input.shallow_clone()), ctx);
     }
-    let mut c = checkpoint(format!("c{id}")).strict_replay(true);
+    let mut c = checkpoint(format!("c{id}")).strict_recompute(true);
     if uses(body, Op::Dropout) {
         c = c.state_hook(RngStateHook::cpu());
     }

@@ -1,4 +1,4 @@
-//! Checkpoint options chosen at run time: `enabled` and strict replay.
+//! Checkpoint options chosen at run time: `enabled` and strict recomputation.
 
 use crate::common::{assert_bitwise, counter, input};
 use remat::{checkpoint, diagnostics::memory_report, recompute_needs_tensor, region, Policy};
@@ -58,7 +58,7 @@ fn an_enabled_checkpoint_replays() {
 fn without_strict_replay_an_unasked_read_of_a_kept_output_works_by_luck() {
     let x = input();
     let y = checkpoint("lax")
-        .strict_replay(false)
+        .strict_recompute(false)
         .call(&x, |x| body(x, false));
     assert!(grad(&y, &x).is_ok());
 }
@@ -67,7 +67,7 @@ fn without_strict_replay_an_unasked_read_of_a_kept_output_works_by_luck() {
 fn strict_replay_serves_a_placeholder_for_every_output_nobody_asked_for() {
     let x = input();
     let y = checkpoint("strict")
-        .strict_replay(true)
+        .strict_recompute(true)
         .call(&x, |x| body(x, false));
     let err = grad(&y, &x).unwrap_err();
     assert!(
@@ -80,7 +80,7 @@ fn strict_replay_serves_a_placeholder_for_every_output_nobody_asked_for() {
 fn strict_replay_serves_what_was_asked_for_with_bitwise_gradients() {
     let x = input();
     let y = checkpoint("strict")
-        .strict_replay(true)
+        .strict_recompute(true)
         .call(&x, |x| body(x, true));
     let g = grad(&y, &x).unwrap();
     let plain = input();
@@ -91,7 +91,7 @@ fn strict_replay_serves_what_was_asked_for_with_bitwise_gradients() {
 #[test]
 fn strict_replay_serves_outputs_a_recompute_region_asked_for() {
     let x = input();
-    let y = checkpoint("strict").strict_replay(true).call(&x, |x| {
+    let y = checkpoint("strict").strict_recompute(true).call(&x, |x| {
         let h = region("exp", Policy::Save).call(&x, |x| x.exp());
         region("sin", Policy::Recompute).call(&h, |h| h.sin().sum(Kind::Float))
     });

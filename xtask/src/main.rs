@@ -251,12 +251,12 @@ const TEST_STEPS: &[Step] = &[
         env: &[],
     },
     Step {
-        // Strict replay serves a placeholder for every `save` output nobody
+        // Strict recomputation serves a placeholder for every `save` output nobody
         // asked for, so a missing `needs` fails even where autograd happens
         // to keep the value.
-        what: "the macro tests under strict replay",
+        what: "the macro tests under strict recomputation",
         args: &["test", "--test", "macros"],
-        env: &[("REMAT_STRICT_REPLAY", "1")],
+        env: &[("REMAT_STRICT_RECOMPUTE", "1")],
     },
     Step {
         // Links libtorch_cuda: the runtime's tests must pass with it too

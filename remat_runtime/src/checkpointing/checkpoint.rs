@@ -49,7 +49,7 @@ pub struct Checkpoint {
     state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
     saved_tensors_hooks: Option<TensorHooks>,
     enabled: Enabled,
-    /// `None`: the process-wide default (`REMAT_STRICT_REPLAY`).
+    /// `None`: the process-wide default (`REMAT_STRICT_RECOMPUTE`).
     strict: Option<bool>,
 }
 
@@ -62,12 +62,12 @@ enum Enabled {
     Auto,
 }
 
-/// Whether strict replay is on for checkpoints that do not say: the
-/// environment variable `REMAT_STRICT_REPLAY` (`1`, `true`, `on`), read once.
+/// Whether strict recomputation is on for checkpoints that do not say: the
+/// environment variable `REMAT_STRICT_RECOMPUTE` (`1`, `true`, `on`), read once.
 fn strict_by_default() -> bool {
     static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *STRICT.get_or_init(|| {
-        std::env::var("REMAT_STRICT_REPLAY").is_ok_and(|v| {
+        std::env::var("REMAT_STRICT_RECOMPUTE").is_ok_and(|v| {
             matches!(
                 v.trim().to_ascii_lowercase().as_str(),
                 "1" | "true" | "on" | "yes"
@@ -133,19 +133,19 @@ impl Checkpoint {
         self
     }
 
-    /// Strict replay: on replay, every `Save` output that no consumer asked
+    /// Strict recomputation: on replay, every `Save` output that no consumer asked
     /// for (no `recompute` region received it, no `recompute_needs_tensor`)
     /// is a placeholder, even when autograd keeps the tensor anyway (an op
     /// that saves its own output). A read that the compile-time check could
     /// not see then fails every time, not only when autograd happened not to
     /// keep the value. Meant for test suites; without this call the
-    /// environment variable `REMAT_STRICT_REPLAY=1` turns it on for the
+    /// environment variable `REMAT_STRICT_RECOMPUTE=1` turns it on for the
     /// whole process.
     ///
     /// ```
     /// use remat_runtime::{checkpoint, region, Policy};
     /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
-    /// let y = checkpoint("block").strict_replay(true).call(&x, |x| {
+    /// let y = checkpoint("block").strict_recompute(true).call(&x, |x| {
     ///     // `exp` saves its own output, so autograd keeps `h` anyway...
     ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
     ///     h.sin() // ...but this bare read did not ask for it
@@ -153,7 +153,7 @@ impl Checkpoint {
     /// let err = y.sum(tch::Kind::Float).f_backward().unwrap_err();
     /// assert!(err.to_string().contains("`block::exp.out` is a placeholder"));
     /// ```
-    pub fn strict_replay(mut self, strict: bool) -> Self {
+    pub fn strict_recompute(mut self, strict: bool) -> Self {
         self.strict = Some(strict);
         self
     }

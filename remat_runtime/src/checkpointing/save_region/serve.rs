@@ -68,7 +68,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
         };
         let (spec, requires_grad) = (spec.meta.clone(), spec.meta.requires_grad);
         if state.strict && !out.requested {
-            // Kept only because it is resident anyway: strict replay does
+            // Kept only because it is resident anyway: strict recomputation does
             // not serve it, so that a read nobody asked for fails here.
             served.push(Some((i, spec, requires_grad, None)));
             continue;
