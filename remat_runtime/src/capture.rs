@@ -12,6 +12,12 @@ use tch::Tensor;
 ///
 /// `#[derive(Capture)]` implements it for structs whose fields implement it.
 ///
+/// You meet it when a `#[checkpoint]` function's `self` or non-tensor
+/// parameters, or a module a closure calls (`let m = self.mlp.capture();`),
+/// must travel into the checkpoint's closure. The tensors a checkpoint takes
+/// explicitly are [`CheckpointInputs`](crate::CheckpointInputs) instead, and
+/// a region's arguments [`RegionInput`](crate::RegionInput).
+///
 /// ```
 /// use remat_runtime::Capture;
 /// let w = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
