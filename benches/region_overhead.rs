@@ -1,4 +1,4 @@
-//! Per-region overhead of the runtime (semantics.md, "Cost"): a checkpoint
+//! Per-region overhead of the runtime (docs/semantics.md, rule B1): a checkpoint
 //! with N regions around a tiny op, against the same ops without regions.
 //! Prints medians of repeated runs; run with
 //! `cargo bench --bench region_overhead`.

@@ -182,6 +182,7 @@ fn assert_thread_clean(grad_before: bool) {
 }
 
 #[test]
+// docs/semantics.md, rules C11, C12, H5 and T8; M3 once the graph is dropped.
 fn every_fault_is_reported_and_leaves_nothing_behind() {
     use Fault::*;
     use When::*;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use tch::{Kind, Tensor};
 
 #[test]
+// docs/semantics.md, rules M3 and D6.
 fn checkpoint_state_lives_exactly_as_long_as_its_graph() {
     a_panic_on_the_forward_leaves_nothing_behind();
     a_graph_dropped_without_backward_frees_its_checkpoints();
@@ -21,6 +22,7 @@ fn checkpoint_state_lives_exactly_as_long_as_its_graph() {
     assert_eq!(live_checkpoints(), 0);
 }
 
+// docs/semantics.md, rule C11.
 fn a_panic_on_the_forward_leaves_nothing_behind() {
     let x = input();
     let before = live_checkpoints();
@@ -48,6 +50,7 @@ fn a_panic_on_the_forward_leaves_nothing_behind() {
     assert_eq!(live_checkpoints(), before);
 }
 
+// docs/semantics.md, rule M3.
 fn a_graph_dropped_without_backward_frees_its_checkpoints() {
     let before = live_checkpoints();
     let x = input();
@@ -68,6 +71,7 @@ fn a_graph_dropped_without_backward_frees_its_checkpoints() {
     assert!(!kept.is_alive(), "the kept bytes went with the graph");
 }
 
+// docs/semantics.md, rule C4.
 fn grad_mode_off_runs_the_closure_once_as_plain_code() {
     let runs = counter();
     let r = runs.clone();

@@ -40,6 +40,7 @@ fn measure(model: &Model, policy: ModelPolicy) -> Measure {
     }
 }
 
+// docs/semantics.md, rule M5, measured independently of remat's own count.
 fn main() {
     if heap_bytes_in_use().is_none() {
         println!("live_bytes: not glibc, nothing to measure");
@@ -69,7 +70,7 @@ fn main() {
     let live = |p: ModelPolicy| rows.iter().find(|r| r.policy == p).unwrap().live;
     use ModelPolicy::*;
     // What each policy keeps, by the heap: full < selective < save_mlp <
-    // none (reference-model.md: the MLP's saves outweigh attention's).
+    // none (docs/reference-model.md: the MLP's saves outweigh attention's).
     assert!(
         live(Full) < live(Selective)
             && live(Selective) < live(SaveMlp)

@@ -31,6 +31,7 @@ fn shared(x: Tensor) -> Tensor {
 }
 
 #[test]
+// docs/semantics.md, rule D4.
 fn a_storage_kept_by_two_regions_is_billed_once() {
     let x = input();
     let y = checkpoint("one").call(&x, shared);

@@ -50,6 +50,7 @@ fn remat_human_bytes(n: i64) -> String {
 }
 
 #[test]
+// docs/semantics.md, rule D4.
 fn the_whole_model_report() {
     tch::set_num_threads(1);
     reference_model_under_each_policy();
@@ -57,6 +58,7 @@ fn the_whole_model_report() {
     checkpoint_inputs_are_billed_on_their_own_line();
 }
 
+// docs/semantics.md, rules D4 and M5.
 fn reference_model_under_each_policy() {
     let model = Model::new(SMALL, 2);
     let (tokens, targets) = batch(SMALL, 3);
@@ -109,6 +111,7 @@ fn reference_model_under_each_policy() {
 
 /// Each node saves a tensor of its own size, so bytes tell which node a
 /// save was billed to.
+// docs/semantics.md, rule D4.
 fn outside_saves_are_labelled_by_their_autograd_node() {
     let w = Tensor::randn([16, 8], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let x0 = Tensor::randn([3, 16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
@@ -142,6 +145,7 @@ fn outside_saves_are_labelled_by_their_autograd_node() {
     loss.backward();
 }
 
+// docs/semantics.md, rules D4 and C1.
 fn checkpoint_inputs_are_billed_on_their_own_line() {
     let x0 = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let (loss, outside) = track_saved_tensors(|| {

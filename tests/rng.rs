@@ -13,6 +13,7 @@ fn body(x: &Tensor) -> Tensor {
 }
 
 #[test]
+// docs/semantics.md, rules H3 and H6 (the outer stream is restored also when recomputation fails).
 fn dropout_replays_the_forward_mask_and_the_outer_stream_is_untouched() {
     let x = Tensor::linspace(-1.0, 1.0, 256, (Kind::Float, Device::Cpu)).set_requires_grad(true);
 

@@ -21,6 +21,7 @@ fn rss_kib() -> i64 {
 const TOLERANCE_KIB: i64 = 16 * 1024;
 
 #[test]
+// docs/semantics.md, rule M3.
 fn a_thousand_steps_with_and_without_backward_leave_nothing_behind() {
     tch::set_num_threads(1);
     let model = Model::new(SMALL, 4);

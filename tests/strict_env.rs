@@ -9,6 +9,7 @@ use remat::{checkpoint, region, Policy};
 use tch::Kind;
 
 #[test]
+// docs/semantics.md, rule P5.
 fn the_environment_variable_makes_every_checkpoint_strict() {
     std::env::set_var("REMAT_STRICT_RECOMPUTE", "1");
     let x = input();

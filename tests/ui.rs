@@ -3,6 +3,7 @@
 //! Regenerate the `.stderr` files with `TRYBUILD=overwrite`, then read them.
 
 #[test]
+// docs/dsl.md, "Every compile error, and its fix": each fail case names the rule it enforces.
 fn ui() {
     // The pass cases link libtorch but get no rpath of ours (see build.rs).
     let lib = env!("REMAT_LIBTORCH_LIB");

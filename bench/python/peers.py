@@ -1,6 +1,6 @@
 """The Python peers of `cargo xtask bench` (docs/performance.md).
 
-The reference model (shared/design/reference-model.md) written op for op as
+The reference model (docs/reference-model.md) written op for op as
 remat_reference writes it, run under `torch_remat` 0.2.0 and under
 `torch.utils.checkpoint` (non-reentrant), in the same libtorch as the Rust
 side. Parameters and batches come from the same seeds in the same order, so
@@ -134,7 +134,7 @@ def ln(x, w, b, d):
     return F.layer_norm(x, [d], w, b, 1e-5)
 
 
-# --- torch_remat: the block under each policy (reference-model.md "Policies").
+# --- torch_remat: the block under each policy (docs/reference-model.md, "Policies").
 
 
 def remat_block(p, x, cfg, policy):

@@ -209,7 +209,7 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          per-round ratios. Times are measured inside each process around forward + backward \
          (`loss.backward()`), after zeroing the gradients in place; there is no optimizer \
          update.\n\n\
-         The model is the reference model (shared/design/reference-model.md), written op for \
+         The model is the reference model (docs/reference-model.md), written op for \
          op in both languages, with the same parameters (drawn from seed 0 in the same order) \
          and the same batch (seed 1). `torch.utils.checkpoint` runs non-reentrant: `full` \
          checkpoints each block; `selective` and `save_mlp` use selective activation \

@@ -1,7 +1,7 @@
 //! The reference models of remat, used by its tests, examples and
 //! benchmarks:
 //!
-//! - the reference model (shared/design/reference-model.md): a GPT-style
+//! - the reference model (docs/reference-model.md): a GPT-style
 //!   byte-level language model, written once, op for op as the design
 //!   fixes, so that losses, gradients and bytes compare across policies and
 //!   against other implementations on the same libtorch. In layers, each

@@ -18,7 +18,7 @@ use remat::{checkpoint, remat, Capture, Policy};
 use tch::Tensor;
 
 /// How one block runs: checkpointed or not, and each region's policy
-/// (reference-model.md, "Policies").
+/// (docs/reference-model.md, "Policies").
 ///
 /// ```
 /// use remat::Policy;

@@ -1,4 +1,4 @@
-//! The reference model (shared/design/reference-model.md) as its users see
+//! The reference model (docs/reference-model.md) as its users see
 //! it: everything of `runtime_api` (sizes, parameters, ops, the blocks
 //! written with the runtime API), [`Model::loss`] through the blocks written
 //! with the macros, and the [`Setup`] the tests and the benchmark train on.

@@ -1,4 +1,4 @@
-//! The reference model (shared/design/reference-model.md): a GPT-style
+//! The reference model (docs/reference-model.md): a GPT-style
 //! byte-level language model written with the functional ops the design
 //! fixes, its parameters and sizes, and its blocks under each checkpointing
 //! policy written with the runtime API (`checkpoint`, `region`).
@@ -17,7 +17,7 @@
 use remat::{checkpoint, recompute_needs_tensor, region, Policy};
 use tch::{nn, Device, Kind, Tensor};
 
-/// The sizes of the model (reference-model.md, "Sizes").
+/// The sizes of the model (docs/reference-model.md, "Sizes").
 ///
 /// ```
 /// use remat_reference::model::{Config, SMALL};
@@ -85,7 +85,7 @@ pub const DEEP: Config = Config {
 /// ```
 pub const VOCAB: i64 = 256;
 
-/// What every block checkpoints (reference-model.md, "Policies").
+/// What every block checkpoints (docs/reference-model.md, "Policies").
 ///
 /// ```
 /// use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
@@ -197,7 +197,7 @@ pub struct Model {
     pub head_b: Tensor,
 }
 
-/// How a parameter starts (reference-model.md, "Initialisation").
+/// How a parameter starts (docs/reference-model.md, "Parameters").
 #[derive(Clone, Copy)]
 enum Init {
     Normal,
@@ -411,7 +411,7 @@ pub fn attention(p: &Block, h: &Tensor) -> Tensor {
     attention_op(h, [&p.qkv_w, &p.qkv_b, &p.proj_w, &p.proj_b], p.cfg)
 }
 
-/// The attention of reference-model.md, from its weights
+/// The attention of docs/reference-model.md, from its weights
 /// `[qkv.weight, qkv.bias, proj.weight, proj.bias]` (shared with the macro
 /// version of the model, so that both run the same ops).
 ///
@@ -457,7 +457,7 @@ pub fn mlp(p: &Block, h: &Tensor) -> Tensor {
     mlp_op(h, [&p.fc1_w, &p.fc1_b, &p.fc2_w, &p.fc2_b])
 }
 
-/// The MLP of reference-model.md from `[fc1.weight, fc1.bias, fc2.weight, fc2.bias]`.
+/// The MLP of docs/reference-model.md from `[fc1.weight, fc1.bias, fc2.weight, fc2.bias]`.
 ///
 /// ```
 /// use remat_reference::model::{mlp, mlp_op, Model, SMALL};

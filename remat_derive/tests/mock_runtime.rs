@@ -383,7 +383,7 @@ impl Block {
         }
     }
 
-    /// The example of dsl.md.
+    /// The example of docs/dsl.md.
     #[checkpoint(name = [format!("layers.{}", self.index)])]
     fn forward(&self, x: &Tensor) -> Tensor {
         let h = self.ln1.forward(x);

@@ -1,4 +1,5 @@
-//! The error type of the runtime.
+//! The error type of the runtime. docs/semantics.md, section E, lists the
+//! messages and the rule each one enforces.
 
 /// Everything that can go wrong in remat.
 ///

@@ -113,6 +113,7 @@ impl ForwardContext {
         tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
     ) {
         for (name, t) in tensors {
+            // docs/semantics.md, rule D2 (E26): names show in reports.
             if let Err(message) = save_names::validate(name) {
                 self.invalid.get_or_insert(message);
             }

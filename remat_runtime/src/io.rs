@@ -3,6 +3,8 @@
 //! Inputs are what the runtime inspects (to find `Save` outputs and inputs it
 //! can rebuild); outputs are what it records on the forward and serves on
 //! replay. Both are flat: a tensor, or a tuple or `Vec` of them.
+//! docs/semantics.md, rules C1 (checkpoint inputs), C10 (checkpoint
+//! outputs), R7 (region outputs) and R8 (region inputs).
 
 use crate::error::{Error, Result};
 use tch::Tensor;

@@ -10,6 +10,7 @@ fn counter() -> Arc<AtomicUsize> {
 }
 
 #[test]
+// docs/semantics.md, rule T2.
 fn pack_sees_what_sin_saves_and_unpack_runs_in_backward() {
     let x = leaf(&[0.25, 1.5]);
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -68,6 +69,7 @@ fn a_store_that_drops_the_tensor_gives_the_right_gradient() {
 }
 
 #[test]
+// docs/semantics.md, rule T1.
 fn nested_hooks_shadow_and_pop() {
     let (outer, inner) = (counter(), counter());
     let x = leaf(&[1.0]);
@@ -110,6 +112,7 @@ fn nested_hooks_shadow_and_pop() {
 }
 
 #[test]
+// docs/semantics.md, rule T8.
 fn unpack_goes_through_the_pair_that_packed() {
     let x = leaf(&[0.5]);
     let y = {
@@ -129,6 +132,7 @@ fn unpack_goes_through_the_pair_that_packed() {
 }
 
 #[test]
+// docs/semantics.md, rule T1.
 fn identity_hooks_change_nothing_and_a_popped_pair_is_gone() {
     let run = |x: &Tensor| {
         let _ = x.grad().f_zero_();
@@ -159,6 +163,7 @@ fn identity_hooks_change_nothing_and_a_popped_pair_is_gone() {
 }
 
 #[test]
+// docs/semantics.md, rule T1.
 fn hooks_are_per_thread() {
     let packed = counter();
     let c = packed.clone();
@@ -182,6 +187,7 @@ fn hooks_are_per_thread() {
 }
 
 #[test]
+// docs/semantics.md, rule T8 (E23).
 fn a_panicking_pack_fails_the_op_not_the_process() {
     let x = leaf(&[1.0]);
     let err = {
@@ -196,6 +202,7 @@ fn a_panicking_pack_fails_the_op_not_the_process() {
 }
 
 #[test]
+// docs/semantics.md, rule T8 (E23).
 fn a_panicking_unpack_fails_the_backward() {
     let x = leaf(&[1.0]);
     let y = {

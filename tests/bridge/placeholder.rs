@@ -12,6 +12,7 @@ fn make(sizes: &[i64]) -> Tensor {
 }
 
 #[test]
+// docs/semantics.md, rule P4: metadata and views work.
 fn metadata_and_views_work() {
     let p = make(&[2, 3, 4]);
     assert_eq!(p.size(), [2, 3, 4]);
@@ -25,6 +26,7 @@ fn metadata_and_views_work() {
 }
 
 #[test]
+// docs/semantics.md, rule P4: any data access fails with the message.
 fn data_access_fails_with_the_message() {
     let p = make(&[2, 3]);
     let other = Tensor::ones([2, 3], tch::kind::FLOAT_CPU);
@@ -51,6 +53,7 @@ fn data_access_fails_with_the_message() {
 }
 
 #[test]
+// docs/semantics.md, rule P4.
 fn a_view_is_still_a_placeholder() {
     let p = make(&[4, 4]);
     assert!(is_placeholder(&p));
@@ -62,6 +65,7 @@ fn a_view_is_still_a_placeholder() {
 }
 
 #[test]
+// docs/semantics.md, rule P4: even zero elements.
 fn a_zero_element_placeholder_still_refuses_data() {
     let p = make(&[0, 3]);
     assert!(is_placeholder(&p));
@@ -71,6 +75,7 @@ fn a_zero_element_placeholder_still_refuses_data() {
 }
 
 #[test]
+// docs/semantics.md, rule P4: no memory.
 fn no_memory_is_allocated_for_a_large_one() {
     // 2^40 floats: 4 TiB declared. Creating it must not touch that memory.
     let p = make(&[1 << 20, 1 << 20]);
@@ -79,6 +84,7 @@ fn no_memory_is_allocated_for_a_large_one() {
 }
 
 #[test]
+// docs/semantics.md, rule P4 (strides, offset, storage size).
 fn spec_of_a_view_keeps_strides_and_offset() {
     let t = Tensor::arange(24, tch::kind::FLOAT_CPU).view([4, 6]);
     let v = t.narrow(1, 2, 3).transpose(0, 1);

@@ -42,11 +42,13 @@ fn compare(cfg: Config) {
 }
 
 #[test]
+// docs/dsl.md, rules V1-V2; docs/reference-model.md, "Policies".
 fn every_run_time_policy_matches_on_the_small_config() {
     compare(SMALL);
 }
 
 #[test]
+// docs/dsl.md, rules V1-V2; docs/reference-model.md, "Policies".
 fn every_run_time_policy_matches_on_the_medium_config() {
     compare(MEDIUM);
 }

@@ -64,6 +64,7 @@ fn backward_error(block: impl FnOnce(&Model, &Tensor) -> Tensor) -> String {
 }
 
 #[test]
+// docs/dsl.md, rules X7 and L1; docs/semantics.md, rule P4 (E13).
 fn an_unchecked_helper_read_fails_at_replay_like_the_runtime_api() {
     let macros = backward_error(|m, x| Block::of(&m.blocks[1]).leaky(x));
     let api = backward_error(|m, x| leaky_api(&m.blocks[1], x));
@@ -82,6 +83,7 @@ fn an_unchecked_helper_read_fails_at_replay_like_the_runtime_api() {
 
 /// With the mark, the same block replays fine.
 #[test]
+// docs/dsl.md, rule X4; docs/semantics.md, rule K4.
 fn the_marked_block_replays() {
     let model = Model::new(SMALL, 3);
     let x = Tensor::randn([SMALL.b, SMALL.t, SMALL.d], (Kind::Float, Device::Cpu))

@@ -19,22 +19,26 @@ fn trace(policy: ModelPolicy) -> String {
 }
 
 #[test]
+// docs/dsl.md, rule G7; docs/semantics.md, rule D1.
 fn trace_of_the_selective_model() {
     insta::assert_snapshot!(trace(ModelPolicy::Selective));
 }
 
 #[test]
+// docs/dsl.md, rule G7; docs/semantics.md, rule D1.
 fn trace_of_the_save_mlp_model() {
     insta::assert_snapshot!(trace(ModelPolicy::SaveMlp));
 }
 
 #[test]
+// docs/dsl.md, rule G7; docs/semantics.md, rule D1.
 fn trace_of_the_full_model() {
     // `full` runs both regions as `recompute`.
     insta::assert_snapshot!(trace(ModelPolicy::Full));
 }
 
 #[test]
+// docs/dsl.md, rules G8 and V2; docs/semantics.md, rule D1.
 fn trace_of_the_model_without_checkpoints() {
     // Regions outside a checkpoint are plain calls: only the scopes remain.
     insta::assert_snapshot!(trace(ModelPolicy::None));

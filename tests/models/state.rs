@@ -51,6 +51,7 @@ fn step(policy: Option<Policy>) -> (Tensor, Tensor, Tensor) {
 }
 
 #[test]
+// docs/semantics.md, rules H4 and H6.
 fn buffer_hook_restores_do_not_trip_the_in_place_check_under_any_policy() {
     let _rng = GeneratorLock::acquire();
     tch::set_num_threads(1);
@@ -65,6 +66,7 @@ fn buffer_hook_restores_do_not_trip_the_in_place_check_under_any_policy() {
 }
 
 #[test]
+// The control for docs/semantics.md, rule H6.
 fn without_the_hook_tch_batch_norm_updates_twice_when_replayed() {
     let _rng = GeneratorLock::acquire();
     let (_, _, mean) = {
@@ -87,6 +89,7 @@ fn without_the_hook_tch_batch_norm_updates_twice_when_replayed() {
 }
 
 #[test]
+// docs/semantics.md, rule S2, after H4.
 fn a_real_in_place_modification_after_saving_is_still_refused() {
     let _rng = GeneratorLock::acquire();
     let mut w = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);

@@ -25,6 +25,7 @@ fn cases() -> u32 {
 }
 
 #[test]
+// docs/semantics.md, rules C6, C15, K1-K7, P4 and P5, on random programs; M3.
 fn random_programs_match_plain_autograd_bitwise() {
     tch::set_num_threads(1);
     let config = Config {

@@ -25,6 +25,7 @@ fn save(body: Vec<Node>) -> Node {
 }
 
 #[test]
+// docs/semantics.md, rules C15 and K2.
 fn a_save_output_read_by_a_nested_checkpoint() {
     case(
         vec![

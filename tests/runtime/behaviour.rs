@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use tch::{Device, Kind, Tensor};
 
 #[test]
+// docs/semantics.md, rules R3 and C6.
 fn save_bodies_run_once_and_recompute_bodies_replay_once_per_backward() {
     let (saves, recomputes, bare) = (counter(), counter(), counter());
     let (s, r, b) = (saves.clone(), recomputes.clone(), bare.clone());
@@ -73,6 +74,7 @@ fn replay_sees(consumer: Policy, mark: bool) -> (Option<bool>, Result<Tensor, St
 }
 
 #[test]
+// docs/semantics.md, rules K2 and P2.
 fn a_save_output_consumed_by_a_recompute_region_is_served() {
     let (placeholder, result) = replay_sees(Policy::Recompute, false);
     assert_eq!(placeholder, Some(false), "replay ran and saw the value");
@@ -83,6 +85,7 @@ fn a_save_output_consumed_by_a_recompute_region_is_served() {
 }
 
 #[test]
+// docs/semantics.md, rules K3 and P4.
 fn a_save_output_consumed_only_by_save_regions_is_a_placeholder() {
     let (placeholder, result) = replay_sees(Policy::Save, false);
     assert_eq!(placeholder, Some(true), "replay ran and saw a placeholder");
@@ -90,6 +93,7 @@ fn a_save_output_consumed_only_by_save_regions_is_a_placeholder() {
 }
 
 #[test]
+// docs/semantics.md, rules K4 and P4 (E13).
 fn a_bare_read_without_the_mark_fails_on_replay_with_the_fix() {
     let x = input();
     let y = checkpoint("layers.3").call(&x, |x| {
@@ -107,6 +111,7 @@ fn a_bare_read_without_the_mark_fails_on_replay_with_the_fix() {
 }
 
 #[test]
+// docs/semantics.md, rule K4.
 fn with_the_mark_the_bare_read_works() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
@@ -124,6 +129,7 @@ fn with_the_mark_the_bare_read_works() {
 }
 
 #[test]
+// docs/semantics.md, rules K2 and K6.
 fn a_bare_view_passed_to_a_recompute_region_persists_the_producer() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
@@ -141,6 +147,7 @@ fn a_bare_view_passed_to_a_recompute_region_persists_the_producer() {
 }
 
 #[test]
+// docs/semantics.md, rule S8.
 fn an_output_its_own_region_saves_is_persisted_for_free() {
     let x = input();
     // exp saves its result: the output is resident anyway, so bare code may read it.
@@ -158,6 +165,7 @@ fn an_output_its_own_region_saves_is_persisted_for_free() {
 }
 
 #[test]
+// docs/semantics.md, rule S3.
 fn saved_inputs_and_views_of_them_are_rebuilt_and_gradients_stay_exact() {
     // sin saves its input; linear on a 3-D input saves a 2-D view of it.
     let x = Tensor::randn([2, 3, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
@@ -188,6 +196,7 @@ fn saved_inputs_and_views_of_them_are_rebuilt_and_gradients_stay_exact() {
 }
 
 #[test]
+// docs/semantics.md, rule R4 (E4).
 fn an_inner_save_in_a_save_is_inert_and_an_inner_recompute_errors() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
@@ -221,6 +230,7 @@ fn an_inner_save_in_a_save_is_inert_and_an_inner_recompute_errors() {
 }
 
 #[test]
+// docs/semantics.md, rule R2 (E3).
 fn duplicate_names_error_with_checkpoint_and_region() {
     let x = input();
     let err = checkpoint("layers.0")
@@ -237,6 +247,7 @@ fn duplicate_names_error_with_checkpoint_and_region() {
 }
 
 #[test]
+// docs/semantics.md, rules R5 and C13 (E6, E7, E8).
 fn a_replay_that_takes_another_path_errors() {
     for (name, forward, replay, expected) in [
         ("missing", Policy::Save, None, "the forward saved"),
@@ -274,6 +285,7 @@ fn a_replay_that_takes_another_path_errors() {
 }
 
 #[test]
+// docs/semantics.md, rule R6 (E5).
 fn a_leaf_requiring_grad_as_region_output_errors() {
     let x = input();
     let err = checkpoint("c")
@@ -291,6 +303,7 @@ fn a_leaf_requiring_grad_as_region_output_errors() {
 }
 
 #[test]
+// docs/semantics.md, rule S2 (E11).
 fn modifying_a_kept_tensor_in_place_errors_at_backward() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
@@ -316,6 +329,7 @@ fn modifying_a_kept_tensor_in_place_errors_at_backward() {
 }
 
 #[test]
+// docs/semantics.md, rule C8.
 fn retain_graph_replays_again_and_gives_the_same_gradients() {
     let replays = counter();
     let r = replays.clone();
@@ -353,6 +367,7 @@ impl RecomputeStateHook for Counter {
 }
 
 #[test]
+// docs/semantics.md, rules H2 and H3.
 fn state_hooks_make_replay_draw_what_the_forward_drew() {
     let state = Arc::new(AtomicU64::new(10));
     let draws = Arc::new(Mutex::new(Vec::new()));
@@ -391,6 +406,7 @@ fn state_hooks_make_replay_draw_what_the_forward_drew() {
 }
 
 #[test]
+// docs/semantics.md, rules H3 and C14.
 fn dropout_replays_identically_with_a_state_hook_around_the_rng() {
     struct Seed(Arc<AtomicU64>);
     impl RecomputeStateHook for Seed {
@@ -425,6 +441,7 @@ fn dropout_replays_identically_with_a_state_hook_around_the_rng() {
 }
 
 #[test]
+// docs/semantics.md, rule C13 (E9).
 fn determinism_metadata_catches_a_replay_with_other_shapes() {
     let x = input();
     let y = checkpoint("c")
@@ -445,6 +462,7 @@ fn determinism_metadata_catches_a_replay_with_other_shapes() {
 }
 
 #[test]
+// docs/semantics.md, rule C13 (E10).
 fn determinism_bitwise_catches_a_replay_with_other_values() {
     let x = input();
     let calls = counter();
@@ -462,6 +480,7 @@ fn determinism_bitwise_catches_a_replay_with_other_values() {
 }
 
 #[test]
+// docs/semantics.md, rules T3, T6 and K7.
 fn offloading_hooks_see_all_three_kinds_with_the_producers_context() {
     use remat::{current_saved_tensor_info, SavedTensorKind, TensorHooks};
     let label = Arc::new(Mutex::new("outside"));
@@ -524,6 +543,7 @@ fn kept_output(x: &Tensor) -> (Tensor, Arc<Mutex<Option<remat::storage::WeakStor
 }
 
 #[test]
+// docs/semantics.md, rule P3.
 fn persisted_values_are_freed_after_backward_unless_the_graph_is_retained() {
     let x = input();
     let (y, weak) = kept_output(&x);
@@ -559,6 +579,7 @@ fn alive_after_serving(retain_graph: bool) -> Option<bool> {
 }
 
 #[test]
+// docs/semantics.md, rule P3.
 fn a_served_value_is_released_as_soon_as_it_is_served() {
     // Without `retain_graph` the value is gone the moment replay has it,
     // while backward is still running...
@@ -568,6 +589,7 @@ fn a_served_value_is_released_as_soon_as_it_is_served() {
 }
 
 #[test]
+// docs/semantics.md, rule P2 (E12).
 fn modifying_a_persisted_output_in_place_errors_at_backward() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
@@ -585,6 +607,7 @@ fn modifying_a_persisted_output_in_place_errors_at_backward() {
 }
 
 #[test]
+// docs/semantics.md, rule D1.
 fn the_trace_shows_regions_and_scopes_of_the_forward_only() {
     use remat::{diagnostics::collect_trace, diagnostics::trace_scope};
     let x = input();
@@ -606,6 +629,7 @@ fn the_trace_shows_regions_and_scopes_of_the_forward_only() {
 }
 
 #[test]
+// docs/semantics.md, rule K5.
 fn returning_a_save_output_from_the_checkpoint_is_fine() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
@@ -622,6 +646,7 @@ fn returning_a_save_output_from_the_checkpoint_is_fine() {
 }
 
 #[test]
+// docs/semantics.md, rule C11.
 fn an_error_on_the_forward_leaves_the_thread_clean() {
     let x = input();
     let err = checkpoint("c")
@@ -642,6 +667,7 @@ fn an_error_on_the_forward_leaves_the_thread_clean() {
 }
 
 #[test]
+// docs/semantics.md, rule C16 (E19).
 fn a_backward_inside_the_closure_through_its_own_saves_is_an_error_not_a_deadlock() {
     let x = input();
     let err = checkpoint("c")

@@ -15,6 +15,7 @@ fn wheel_has_cuda_headers() -> bool {
 }
 
 #[test]
+// docs/semantics.md, rule D5 (E29).
 fn cuda_diagnostics_are_built_with_the_feature_and_say_what_is_missing() {
     if tch::Cuda::is_available() {
         // A GPU machine: the diagnostics must work (the OOM observer only

@@ -93,6 +93,7 @@ impl Function for Failing {
 }
 
 #[test]
+// docs/semantics.md, rule C11.
 fn a_function_panicking_in_a_save_region_leaves_grad_mode_on() {
     let before = thread_state();
     assert!(before.grad);
@@ -107,6 +108,7 @@ fn a_function_panicking_in_a_save_region_leaves_grad_mode_on() {
 }
 
 #[test]
+// docs/semantics.md, rule C11.
 fn a_function_failing_in_a_save_region_leaves_the_thread_as_it_was() {
     let before = thread_state();
     let x = input();
@@ -129,6 +131,7 @@ fn a_function_failing_in_a_save_region_leaves_the_thread_as_it_was() {
 }
 
 #[test]
+// docs/semantics.md, rule C11.
 fn a_panic_in_a_recompute_region_on_the_forward_leaves_the_thread_as_it_was() {
     let before = thread_state();
     let x = input();
@@ -143,6 +146,7 @@ fn a_panic_in_a_recompute_region_on_the_forward_leaves_the_thread_as_it_was() {
 }
 
 #[test]
+// docs/semantics.md, rules C12 and A1.
 fn a_replay_that_fails_in_backward_leaves_the_thread_as_it_was() {
     let x = input();
     let calls = Arc::new(AtomicUsize::new(0));
@@ -184,6 +188,7 @@ impl Function for BadBackward {
 }
 
 #[test]
+// docs/semantics.md, rule C12.
 fn a_backward_that_fails_inside_a_save_region_leaves_the_thread_as_it_was() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
@@ -224,6 +229,7 @@ impl Function for NamedMul {
 }
 
 #[test]
+// docs/semantics.md, rule D2.
 fn save_names_reach_the_memory_report_and_an_empty_slot_round_trips() {
     let x = Tensor::randn([4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let z = Tensor::randn([4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
@@ -257,6 +263,7 @@ fn save_names_reach_the_memory_report_and_an_empty_slot_round_trips() {
 }
 
 #[test]
+// docs/semantics.md, rule D2 (E26).
 fn bad_save_names_are_clear_errors() {
     let x = input();
     for (name, expected) in [
@@ -300,6 +307,7 @@ fn report_in_checkpoint<O: remat::RegionOutput + 'static>(
 }
 
 #[test]
+// docs/semantics.md, rule D3.
 fn views_of_another_shape_are_view_rows_of_their_storage() {
     let x = Tensor::randn([4, 6], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let (y, report) = report_in_checkpoint(
@@ -328,6 +336,7 @@ fn views_of_another_shape_are_view_rows_of_their_storage() {
 }
 
 #[test]
+// docs/semantics.md, rule D3.
 fn a_view_over_part_of_its_storage_says_how_much_it_holds() {
     let x = Tensor::randn([6, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let (y, report) = report_in_checkpoint(
@@ -369,6 +378,7 @@ fn capturing(log: &PackLog) -> (TensorHooks, Arc<AtomicUsize>) {
 }
 
 #[test]
+// docs/semantics.md, rules T2 and T6.
 fn the_capture_callback_is_not_called_outside_checkpoints() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let (hooks, captures) = capturing(&log);
@@ -388,6 +398,7 @@ fn the_capture_callback_is_not_called_outside_checkpoints() {
 }
 
 #[test]
+// docs/semantics.md, rules T3 and T6.
 fn the_capture_callback_runs_for_save_regions_and_kept_outputs_only() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let (hooks, captures) = capturing(&log);
@@ -419,6 +430,7 @@ fn the_capture_callback_runs_for_save_regions_and_kept_outputs_only() {
 // Fix 5: parameters are not activation memory.
 
 #[test]
+// docs/semantics.md, rules D3 and S3.
 fn a_parameter_saved_in_a_save_region_is_shown_apart_not_billed() {
     let w = Tensor::randn([32, 32, 3, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let x = Tensor::randn([1, 32, 8, 8], (Kind::Float, Device::Cpu)).set_requires_grad(true);
@@ -452,6 +464,7 @@ fn a_parameter_saved_in_a_save_region_is_shown_apart_not_billed() {
 }
 
 #[test]
+// docs/semantics.md, rules D4 and T7.
 fn a_parameter_saved_through_a_view_outside_checkpoints_is_not_billed() {
     let w = Tensor::randn([8, 16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let x0 = Tensor::randn([4, 16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
@@ -466,6 +479,7 @@ fn a_parameter_saved_through_a_view_outside_checkpoints_is_not_billed() {
 }
 
 #[test]
+// docs/semantics.md, rule T7.
 fn pack_hooks_are_told_which_saves_are_parameters() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
@@ -496,6 +510,7 @@ fn pack_hooks_are_told_which_saves_are_parameters() {
 // Fix 6: a region whose output is gone says so.
 
 #[test]
+// docs/semantics.md, rule D3.
 fn a_released_region_output_is_noted() {
     let x = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let weak = Arc::new(Mutex::new(None));
@@ -530,6 +545,7 @@ fn a_released_region_output_is_noted() {
 // Trace metadata and the inputs line.
 
 #[test]
+// docs/semantics.md, rule D1.
 fn trace_scopes_show_their_metadata_in_brackets() {
     let x = input();
     let (y, trace) = collect_trace(|| {
@@ -549,6 +565,7 @@ fn trace_scopes_show_their_metadata_in_brackets() {
 }
 
 #[test]
+// docs/semantics.md, rules D3 and C1.
 fn the_memory_report_shows_the_inputs_kept_for_replay() {
     let x0 = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let x = x0.exp(); // an activation: replay needs it
@@ -583,6 +600,7 @@ fn without_lines(mut report: MemoryReport) -> String {
 }
 
 #[test]
+// docs/semantics.md, rules D2 and D3.
 fn memory_report_snapshot_of_hand_built_cases() {
     let x = Tensor::randn([4, 6], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let z = Tensor::randn([4, 6], (Kind::Float, Device::Cpu)).set_requires_grad(true);
@@ -651,6 +669,7 @@ fn memory_report_snapshot_of_hand_built_cases() {
 }
 
 #[test]
+// docs/semantics.md, rule D1.
 fn trace_snapshot_of_the_reference_model_with_metadata() {
     use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
     let model = Model::new(SMALL, 11);

@@ -55,6 +55,7 @@ fn body(x: &Tensor, seen: &Seen) -> Tensor {
 }
 
 #[test]
+// docs/semantics.md, rules M4 and C3.
 fn intermediates_inside_a_checkpoint_are_dead_after_the_forward() {
     tch::set_num_threads(1);
     let seen = Seen::default();
@@ -79,6 +80,7 @@ fn intermediates_inside_a_checkpoint_are_dead_after_the_forward() {
 }
 
 #[test]
+// The control for docs/semantics.md, rule M4.
 fn without_a_checkpoint_autograd_keeps_them_all() {
     // The control: the same body outside a checkpoint keeps every one.
     let seen = Seen::default();
@@ -90,6 +92,7 @@ fn without_a_checkpoint_autograd_keeps_them_all() {
 }
 
 #[test]
+// docs/semantics.md, rules M4 and S1.
 fn a_save_regions_kept_save_stays_alive_until_backward() {
     let seen = Seen::default();
     let s = seen.clone();

@@ -17,6 +17,7 @@ fn run(model: &Model, policy: ModelPolicy) -> (Tensor, Vec<(String, Tensor)>) {
 }
 
 #[test]
+// docs/reference-model.md, "Policies": bitwise the same under every policy.
 fn every_policy_gives_bitwise_the_same_loss_and_gradients() {
     tch::set_num_threads(1);
     let model = Model::new(SMALL, 0);
@@ -33,6 +34,7 @@ fn every_policy_gives_bitwise_the_same_loss_and_gradients() {
 }
 
 #[test]
+// docs/semantics.md, rules R3 and C8.
 fn in_selective_attention_runs_once_and_the_mlp_replays_once_per_backward() {
     use remat::{autograd::backward_with, checkpoint, recompute_needs_tensor, region, Policy};
     use remat_reference::model::{attention, ln, mlp};

@@ -1,4 +1,4 @@
-//! Tests of the checkpoint runtime (semantics.md).
+//! Tests of the checkpoint runtime (docs/semantics.md).
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -30,6 +30,7 @@ fn report_of(
 }
 
 #[test]
+// docs/semantics.md, rules S3 and D3.
 fn saved_inputs_are_rebuilt_not_kept() {
     let x = Tensor::randn([2, 3, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let w = Tensor::randn([5, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
@@ -68,6 +69,7 @@ fn saved_inputs_are_rebuilt_not_kept() {
 }
 
 #[test]
+// docs/semantics.md, rule S4.
 fn an_input_mutated_in_place_by_the_body_is_kept_and_gradients_stay_exact() {
     let run = |ckpt: bool| {
         let x = Tensor::from_slice(&[0.5f32, -0.25, 1.0]).set_requires_grad(true);
@@ -126,6 +128,7 @@ fn plain_saved_bytes(f: impl FnOnce() -> Tensor) -> (Tensor, i64) {
 }
 
 #[test]
+// docs/semantics.md, rule M5.
 fn a_selective_block_keeps_less_than_a_plain_one_and_only_attention() {
     let model = Model::new(SMALL, 11);
     let block = model.blocks[0].shallow();
@@ -158,6 +161,7 @@ fn a_selective_block_keeps_less_than_a_plain_one_and_only_attention() {
 /// remat shows them apart, as parameters: two weights per region, 64 KiB
 /// (attention: 64x192 and 64x64 f32) and 128 KiB (mlp: 64x256 and 256x64).
 #[test]
+// docs/semantics.md, rule M5 (and docs/reference-model.md).
 fn bytes_kept_per_region_equal_the_python_reference() {
     let model = Model::new(SMALL, 11);
     for (policy, region, bytes, storages, weights) in [
@@ -192,6 +196,7 @@ fn bytes_kept_per_region_equal_the_python_reference() {
 /// The report text of one reference block under each policy, reviewed as a
 /// snapshot (a change to what is kept, or to the format, shows up in review).
 #[test]
+// docs/semantics.md, rule D3.
 fn memory_report_snapshots_of_the_reference_block() {
     let model = Model::new(SMALL, 11);
     for (policy, name) in [
@@ -219,6 +224,7 @@ fn memory_report_snapshots_of_the_reference_block() {
 /// that hook is on top; under a tracker pushed inside the checkpoint it must
 /// still keep them itself (as when every region pushed its own hook level).
 #[test]
+// docs/semantics.md, rule S1.
 fn a_save_region_under_a_tracker_pushed_inside_the_checkpoint_keeps_its_saves() {
     let x = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let tracked = Arc::new(Mutex::new(None));

@@ -21,6 +21,7 @@ fn grad(y: &Tensor, x: &Tensor) -> Result<Tensor, String> {
 }
 
 #[test]
+// docs/semantics.md, rule C4.
 fn a_disabled_checkpoint_is_a_plain_call() {
     let runs = counter();
     let r = runs.clone();
@@ -42,6 +43,7 @@ fn a_disabled_checkpoint_is_a_plain_call() {
 }
 
 #[test]
+// docs/semantics.md, rule C6.
 fn an_enabled_checkpoint_replays() {
     let runs = counter();
     let r = runs.clone();
@@ -55,6 +57,7 @@ fn an_enabled_checkpoint_replays() {
 }
 
 #[test]
+// docs/semantics.md, rule S8.
 fn without_strict_replay_an_unasked_read_of_a_kept_output_works_by_luck() {
     let x = input();
     let y = checkpoint("lax")
@@ -64,6 +67,7 @@ fn without_strict_replay_an_unasked_read_of_a_kept_output_works_by_luck() {
 }
 
 #[test]
+// docs/semantics.md, rule P5.
 fn strict_replay_serves_a_placeholder_for_every_output_nobody_asked_for() {
     let x = input();
     let y = checkpoint("strict")
@@ -77,6 +81,7 @@ fn strict_replay_serves_a_placeholder_for_every_output_nobody_asked_for() {
 }
 
 #[test]
+// docs/semantics.md, rules P5 and K4.
 fn strict_replay_serves_what_was_asked_for_with_bitwise_gradients() {
     let x = input();
     let y = checkpoint("strict")
@@ -89,6 +94,7 @@ fn strict_replay_serves_what_was_asked_for_with_bitwise_gradients() {
 }
 
 #[test]
+// docs/semantics.md, rules P5 and K2.
 fn strict_replay_serves_outputs_a_recompute_region_asked_for() {
     let x = input();
     let y = checkpoint("strict").strict_recompute(true).call(&x, |x| {

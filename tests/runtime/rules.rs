@@ -1,4 +1,4 @@
-//! Rules of semantics.md that no other test pins down, each on the
+//! Rules of docs/semantics.md that no other test pins down, each on the
 //! smallest closure that shows it.
 
 use crate::common::{assert_bitwise, counter, grad_of, input};
@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use tch::{Kind, Tensor};
 
 #[test]
+// docs/semantics.md, rule C5.
 fn with_grad_on_but_nothing_requiring_grad_nothing_is_kept_or_replayed() {
     let runs = counter();
     let r = runs.clone();
@@ -32,6 +33,7 @@ fn with_grad_on_but_nothing_requiring_grad_nothing_is_kept_or_replayed() {
 }
 
 #[test]
+// docs/semantics.md, rule R4.
 fn an_inner_region_of_a_recompute_region_keeps_its_own_policy() {
     let (outer, inner) = (counter(), counter());
     let (o, i) = (outer.clone(), inner.clone());
@@ -62,6 +64,7 @@ fn an_inner_region_of_a_recompute_region_keeps_its_own_policy() {
 }
 
 #[test]
+// docs/semantics.md, rule R7.
 fn tuple_and_vec_outputs_with_absent_items_keep_their_shape_on_replay() {
     let shapes = Arc::new(Mutex::new(Vec::new()));
     let s = shapes.clone();
@@ -90,6 +93,7 @@ fn tuple_and_vec_outputs_with_absent_items_keep_their_shape_on_replay() {
 }
 
 #[test]
+// docs/semantics.md, rule P2.
 fn a_served_value_requires_grad_exactly_when_its_original_did() {
     let served = Arc::new(Mutex::new(Vec::new()));
     let s = served.clone();
@@ -117,6 +121,7 @@ fn a_served_value_requires_grad_exactly_when_its_original_did() {
 }
 
 #[test]
+// docs/semantics.md, rule K4.
 fn recompute_needs_tensor_does_nothing_outside_a_forward_or_on_other_tensors() {
     // Outside any checkpoint: nothing happens.
     recompute_needs_tensor(&input());
@@ -151,6 +156,7 @@ fn recompute_needs_tensor_does_nothing_outside_a_forward_or_on_other_tensors() {
 }
 
 #[test]
+// docs/semantics.md, rule C13 (E9).
 fn determinism_metadata_catches_a_dtype_mismatch() {
     let x = input();
     let y = checkpoint("c")
@@ -174,6 +180,7 @@ fn determinism_metadata_catches_a_dtype_mismatch() {
 }
 
 #[test]
+// docs/semantics.md, rule T4.
 fn a_checkpoints_own_hook_pair_wins_over_the_ambient_one() {
     let (ambient, own) = (counter(), counter());
     let count = |c: &Arc<std::sync::atomic::AtomicUsize>| {
@@ -212,6 +219,7 @@ fn a_checkpoints_own_hook_pair_wins_over_the_ambient_one() {
 }
 
 #[test]
+// docs/semantics.md, rule R2 (E3).
 fn a_duplicate_region_name_on_replay_is_an_error_naming_both() {
     let x = input();
     let y = checkpoint("layers.3").call(&x, |x| {

@@ -25,6 +25,7 @@ fn batch_fixed() -> (Tensor, Tensor) {
 }
 
 #[test]
+// docs/semantics.md, rule M1.
 fn two_threads_checkpointing_at_once_match_a_serial_run() {
     tch::set_num_threads(1);
     // Copies of one model: the global RNG is shared with tests running alongside.
@@ -131,6 +132,7 @@ fn train(model: Model, barrier: std::sync::Arc<TimedBarrier>, steps: usize) -> V
 }
 
 #[test]
+// docs/semantics.md, rules M1 and M2.
 fn four_threads_training_with_overlapping_forwards_and_replays_match_one() {
     tch::set_num_threads(1);
     const STEPS: usize = 100;
@@ -154,6 +156,7 @@ fn four_threads_training_with_overlapping_forwards_and_replays_match_one() {
 }
 
 #[test]
+// docs/semantics.md, rule M2.
 fn a_backward_on_another_thread_replays_there() {
     use remat::{checkpoint, is_recomputing, recompute_needs_tensor, region, Policy};
     use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! Trains remat's reference model (shared/design/reference-model.md) on a
+//! Trains remat's reference model (docs/reference-model.md) on a
 //! byte corpus under each checkpointing policy, each in its own process, and
 //! reports per policy: final losses, median step time, bytes saved for
 //! backward and peak resident memory; then one block's memory report and

@@ -17,7 +17,7 @@ pub struct Options {
     /// Checkpointing policy, or `all` for each in turn.
     #[arg(long, value_enum, default_value = "all")]
     pub policy: PolicyArg,
-    /// Model size (reference-model.md): small D=64 L=2, medium D=256 L=4,
+    /// Model size (docs/reference-model.md): small D=64 L=2, medium D=256 L=4,
     /// deep D=256 L=32.
     #[arg(long, value_enum, default_value = "small")]
     pub config: ConfigArg,
@@ -74,7 +74,7 @@ pub enum PolicyArg {
     Auto,
 }
 
-/// The sizes of reference-model.md.
+/// The sizes of docs/reference-model.md.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigArg {
     Small,

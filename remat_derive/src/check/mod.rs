@@ -12,7 +12,7 @@
 //! and loops), and reports every read by bare code of such a value
 //! (`report`). The verdicts that need no dataflow (duplicate region names,
 //! `needs` that cannot have an effect) are `valid`'s, asked by the lowering
-//! where it meets them. dsl.md lists what the check tracks and what it
+//! where it meets them. docs/dsl.md lists what the check tracks and what it
 //! decides about the code it cannot see.
 
 pub(crate) mod dataflow;

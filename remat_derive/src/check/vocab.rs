@@ -1,13 +1,13 @@
 //! The names whose meaning the check knows without seeing their code: view
 //! and metadata methods of `Tensor`, constructors that only wrap a value,
 //! the `std` macros that evaluate their arguments in place, compound
-//! assignment, and `is_recomputing()`. dsl.md states its rules in these
+//! assignment, and `is_recomputing()`. docs/dsl.md states its rules in these
 //! terms; any other call is one the check cannot see into, whose result is
 //! computed (not a `save` output) and whose arguments it reads.
 
 use syn::{Expr, Ident};
 
-/// Pure view methods of `Tensor` (rule 2): the result shares the
+/// Pure view methods of `Tensor` (docs/dsl.md, rule X2): the result shares the
 /// receiver's storage, so it is a placeholder exactly when the receiver is.
 /// In-place variants (`squeeze_`) are not views.
 pub(crate) fn is_view(method: &Ident) -> bool {
@@ -37,7 +37,7 @@ pub(crate) fn is_view(method: &Ident) -> bool {
         || name.starts_with("expand")
 }
 
-/// Metadata reads, which work on a placeholder (rule 3).
+/// Metadata reads, which work on a placeholder (docs/dsl.md, rule X3).
 pub(crate) fn is_metadata(method: &Ident) -> bool {
     let name = method.to_string();
     let sized = name

@@ -1,4 +1,4 @@
-//! The compile-time check: every rule of dsl.md, allowed and refused.
+//! The compile-time check: every rule of docs/dsl.md, allowed and refused.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -38,7 +38,7 @@ fn assert_read(errors: Vec<String>, var: &str, region: &str) {
     );
 }
 
-// Rule 1 and 5: a save output read by bare code is refused.
+// docs/dsl.md, rules X1 and X5: a save output read by bare code is refused.
 
 #[test]
 fn bare_read_of_a_save_output_is_refused() {
@@ -106,7 +106,7 @@ fn the_error_points_at_the_read() {
     assert_eq!(super::errors(&errors).len(), 1);
 }
 
-// Rule 2: views of a save output are save outputs.
+// docs/dsl.md, rule X2: views of a save output are save outputs.
 
 #[test]
 fn read_through_a_view_is_refused() {
@@ -181,7 +181,7 @@ fn elements_and_fields_of_a_save_output_are_save_outputs() {
     assert_one_error(&errors, &["`first` is a view of `parts`"]);
 }
 
-// Rule 3: allowed uses.
+// docs/dsl.md, rule X3: allowed uses.
 
 #[test]
 fn passing_a_save_output_to_a_region_is_fine() {
@@ -278,7 +278,7 @@ fn forward_only_branches_are_fine() {
     );
 }
 
-// Rule 4: `needs`.
+// docs/dsl.md, rule X4: `needs`.
 
 #[test]
 fn needs_marks_from_that_statement_on() {
@@ -401,7 +401,7 @@ fn needs_on_something_that_is_not_a_save_output() {
     }));
 }
 
-// Rule 6: shadowing and scopes.
+// docs/dsl.md, rule X6: shadowing and scopes.
 
 #[test]
 fn shadowing_clears_and_sets_as_rust_does() {
@@ -448,7 +448,7 @@ fn assignment_rebinds_the_name() {
     }));
 }
 
-// Rule 7: `#[remat(unchecked)]`.
+// docs/dsl.md, rule X7: `#[remat(unchecked)]`.
 
 #[test]
 fn unchecked_statements_are_not_checked() {
@@ -567,7 +567,7 @@ fn checkpoint_check_spans_blocks_and_bare_code() {
         "attn",
         "attention",
     );
-    // The example of dsl.md.
+    // The example of docs/dsl.md.
     assert_ok(checkpoint(quote! {
         let h = self.ln1.forward(x);
         remat! {

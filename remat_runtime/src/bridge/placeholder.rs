@@ -1,4 +1,4 @@
-//! Placeholder tensors: real metadata, no data.
+//! Placeholder tensors: real metadata, no data (docs/semantics.md, rule P4).
 
 use super::kind_code::scalar_type;
 use super::{check, ffi, take_tensor};

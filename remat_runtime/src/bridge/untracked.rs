@@ -3,6 +3,8 @@
 //!
 //! Invariant: the guard is popped on the thread that pushed it, in reverse
 //! order (it is neither `Send` nor `Sync`, and popped on drop).
+//!
+//! docs/semantics.md, rule H4.
 
 use super::ffi;
 use std::os::raw::c_void;

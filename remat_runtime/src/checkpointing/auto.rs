@@ -7,6 +7,9 @@
 //! replay (on any thread) read only that, never the thread-local table, so
 //! replay always sees the forward's decision. Activation is a stack per
 //! thread, undone by guards (also when unwinding).
+//!
+//! docs/semantics.md, rules R3 (`Auto` regions) and C4 (an `auto()`
+//! checkpoint the plan switches off); E25 for a plan that does not match.
 
 use crate::checkpointing::policy::Policy;
 use std::cell::RefCell;

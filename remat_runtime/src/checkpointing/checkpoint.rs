@@ -7,6 +7,11 @@
 //!
 //! Invariant: whatever the forward pushes (hooks, frame) is popped by guards,
 //! also when the closure panics; with grad mode off the closure simply runs.
+//!
+//! docs/semantics.md rules kept here: C1 (inputs saved on a node), C4 (plain
+//! runs), C9 (the boundary), C10 (outputs), C11 (errors on the forward), H2
+//! (the entry snapshot), T4 (which saved-tensor pair), P5 (strict by
+//! default from the environment).
 
 use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, AutocastState, WeakStorage};
 use crate::checkpointing::auto;
@@ -64,6 +69,8 @@ enum Enabled {
 
 /// Whether strict recomputation is on for checkpoints that do not say: the
 /// environment variable `REMAT_STRICT_RECOMPUTE` (`1`, `true`, `on`), read once.
+// docs/semantics.md, rule P5: the environment variable, read once; an
+// explicit `strict_recompute` wins (see `run`).
 fn strict_by_default() -> bool {
     static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *STRICT.get_or_init(|| {
@@ -315,6 +322,8 @@ impl Checkpoint {
         let owned =
             move |flat: Vec<Option<Tensor>>| I::rebuild(&mut lens.iter(), &mut flat.into_iter());
 
+        // docs/semantics.md, rule R3: the plan's decision is taken once, here, and
+        // kept in the state for every recomputation.
         let decision = auto::resolve(self.name.as_deref());
         let enabled = match self.enabled {
             Enabled::On => true,
@@ -329,6 +338,8 @@ impl Checkpoint {
                     })?
             }
         };
+        // docs/semantics.md, rule C4: disabled, switched off by the plan, or grad
+        // mode off: one plain run, no state.
         if !enabled || !grad_enabled() {
             timing::note_inputs(&flat);
             return Ok(body(owned(flat)));
@@ -339,14 +350,19 @@ impl Checkpoint {
         let present: Vec<bool> = flat.iter().map(Option::is_some).collect();
         let saved: Vec<&Tensor> = flat.iter().flatten().collect();
         // An explicit pair wins over one pushed around the checkpoint.
+        // docs/semantics.md, rule T4.
         let user_hooks = self.saved_tensors_hooks.or_else(TensorHooks::ambient);
         let saver = {
             let _saving = nodes::saving_inputs();
             let _inputs = user_hooks
                 .as_ref()
                 .map(|h| h.push_as(SavedTensorKind::CheckpointInput));
+            // docs/semantics.md, rules C1 and T3: the inputs are saved on a node, through
+            // the user's pair (kind CheckpointInput) when there is one.
             nodes::save_inputs(&saved)?
         };
+        // docs/semantics.md, rule C9: every output that requires grad goes through a
+        // boundary, on the forward and in every recomputation.
         let erased: Body = Box::new(move |flat| {
             let out = body(owned(flat)).into_parts();
             // Also on replay: the boundary's saves are the last holders.
@@ -382,8 +398,10 @@ impl Checkpoint {
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
             let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);
+            // docs/semantics.md, rule H2: the entry snapshot.
             lock(&state.inner).entry_snapshots =
                 snapshot_all(&state.state_hooks).map_err(|m| state.error(m))?;
+            // docs/semantics.md, rule C11.
             // A panic unwinds through the guards: nothing stays installed.
             let mut body = lock(&state.body);
             match &state.profile {
@@ -398,6 +416,7 @@ impl Checkpoint {
                 }
             }
         };
+        // docs/semantics.md, rule C10: a checkpoint's outputs are all present.
         if parts.iter().any(Option::is_none) {
             return Err(state.error(
                 "the closure must return tensors (a tensor, or a tuple or Vec of them); \

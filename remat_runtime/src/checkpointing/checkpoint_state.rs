@@ -8,6 +8,10 @@
 //! through the forward thread's thread-locals. Everything here is data; the
 //! mechanism that uses it lives in the files above (`holder`, `replay`,
 //! `region`, `save_region`, `checkpoint`).
+//!
+//! docs/semantics.md rules kept here: M1 (state per checkpoint call), M2
+//! (reached through the holder), M3 (no cycles), D4 (the registry of live
+//! states, weak), D6 (`live_checkpoints`).
 
 use crate::bridge::{AutocastState, WeakStorage};
 use crate::checkpointing::auto::Resolved;

@@ -1,7 +1,8 @@
 //! The bound on a checkpoint's closure, with errors that say why it exists.
 //!
 //! Invariant: implemented for exactly the closures that `Checkpoint::call`
-//! can keep and replay: `Fn`, `Send` and `'static`.
+//! can keep and replay: `Fn`, `Send` and `'static` (docs/semantics.md,
+//! rule C2).
 //!
 //! Why `do_not_recommend`: without it rustc reports the deepest unmet
 //! obligation of the blanket impl (for a closure borrowing `&self.w`, "`*mut

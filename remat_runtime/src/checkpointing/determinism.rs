@@ -4,6 +4,8 @@
 //!
 //! Invariant: `record` runs once per forward save, in save order, and `check`
 //! is called with the same index for the k-th save of a replay.
+//!
+//! docs/semantics.md, rule C13 (messages E9, E10).
 
 use tch::{Device, Kind, Tensor};
 

@@ -7,6 +7,11 @@
 //!
 //! Invariant: every push is undone by a guard's drop (also when unwinding),
 //! so after any checkpoint call, replay or failure the stack is as before.
+//!
+//! docs/semantics.md rules kept here: M2 (any thread; state through the
+//! frame's `Arc`), C15 (checkpoints nest: the innermost frame is the
+//! running checkpoint), R4 (`save_depth`), A4 (`is_recomputing`), C11-C12
+//! (the guards).
 
 use crate::bridge::{hooks_depth, HookPair};
 use crate::checkpointing::checkpoint_state::CheckpointState;

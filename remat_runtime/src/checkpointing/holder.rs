@@ -5,6 +5,10 @@
 //!
 //! Invariant: holder k is the k-th save of the forward; `Inner::holders[k]`
 //! points (weakly) at its slot, so a holder autograd released is not filled.
+//!
+//! docs/semantics.md rules kept here: C3 (holders), C6 (the first unpack
+//! recomputes), C8 (once per graph task; each holder hands its value out
+//! once), S1 (a running Save body's saves go to the body, not to holders).
 
 use crate::bridge::{graph_task_id, HookPair, Payload, SaveSite};
 use crate::checkpointing::checkpoint_state::{CheckpointState, HolderSlot};
@@ -26,6 +30,8 @@ struct Holder {
 
 /// The id of the running backward, or a fresh one outside backward (so that
 /// every unpack there replays, as PyTorch does).
+// docs/semantics.md, rule C8: outside any backward every unpack is a task
+// of its own, so it recomputes.
 pub(crate) fn current_task() -> i64 {
     static OUTSIDE: AtomicI64 = AtomicI64::new(-1);
     match graph_task_id() {
@@ -53,11 +59,14 @@ impl HookPair for ForwardHooks {
         if let Some(call) = &state.profile {
             timing::note_saved(call, &tensor);
         }
+        // docs/semantics.md, rule S1: the saves of a running Save body stay resident.
         if let Some(pair) = frame::save_pack_of(state) {
             let payload = pair.pack_saved(tensor, site)?;
             return Ok(Box::new(Delegated(pair, payload)));
         }
         let mut inner = lock(&state.inner);
+        // docs/semantics.md, rule C3: everything else becomes an empty holder, in
+        // save order.
         let index = inner.holders.len();
         let slot = Arc::new(HolderSlot::default());
         inner.holders.push(Arc::downgrade(&slot));
@@ -77,7 +86,9 @@ impl HookPair for ForwardHooks {
             .downcast_ref::<Holder>()
             .ok_or("remat internal error: foreign payload in a checkpoint holder")?;
         let task = current_task();
+        // docs/semantics.md, rule C6: the first unpack of the task recomputes.
         replay_if_needed(&holder.state, task).map_err(|e| e.to_string())?;
+        // docs/semantics.md, rule C8 (E21): each value once per graph task.
         holder.slot.take(task).ok_or_else(|| {
             format!(
                 "checkpoint `{}`: saved tensor {} was not refilled by the replay, or was \

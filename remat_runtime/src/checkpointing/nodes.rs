@@ -1,4 +1,6 @@
-//! The two autograd nodes the runtime adds to graphs.
+//! The two autograd nodes the runtime adds to graphs: the input saver
+//! (docs/semantics.md, rule C1) and the boundary (rule C9); and the identity
+//! a served value requiring grad goes through (rule P2).
 
 use crate::bridge::{attach_node, no_grad, served_value, NodeBackward, SavedAccess};
 use crate::error::Result;

@@ -1,4 +1,4 @@
-//! What a region does on replay.
+//! What a region does on replay (docs/semantics.md, rule R3).
 
 /// What happens to a region on replay.
 ///

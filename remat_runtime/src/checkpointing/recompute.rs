@@ -5,6 +5,14 @@
 //! one at a time (`replay_lock`); during it the k-th save fills holder k;
 //! everything it pushes (hooks, frame, grad mode, state-hook state) is popped
 //! by guards, also when the closure panics.
+//!
+//! docs/semantics.md rules kept here: C6 (what recomputation does), C7 (the
+//! whole closure runs: nothing stops it once every holder is filled), C8
+//! (once per graph task, serialised), C12 (errors come back as the
+//! backward's `Err`), C13 (the count and determinism checks), C16 (a
+//! backward inside the closure), A1-A2 (grad mode, autocast), H3 (state
+//! hooks around recomputation), D4 (a recomputed checkpoint leaves the
+//! whole-model report).
 
 use crate::autocast::Entered;
 use crate::bridge::{grad_fn_saved, AutocastState, GradModeGuard, HookPair, Payload};
@@ -20,12 +28,15 @@ use tch::Tensor;
 
 /// Replays `state`'s closure once for backward `task`, filling its holders.
 pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Result<()> {
+    // docs/semantics.md, rule C8: one recomputation at a time, once per task.
     let _serial = lock(&state.replay_lock);
     if lock(&state.inner).replayed.contains(&task) {
         return Ok(());
     }
+    // docs/semantics.md, rule C1: the inputs come back from the node that saved them.
     let inputs = saved_inputs(state)?;
     let caller_autocast = AutocastState::current()?;
+    // docs/semantics.md, rule D4: no longer a forward's saved state.
     state.unregister();
     {
         let mut inner = lock(&state.inner);
@@ -37,6 +48,7 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
             state: state.clone(),
             task,
         })));
+        // docs/semantics.md, rules A1 and C6: grad mode on, whatever the caller's.
         let _grad = GradModeGuard::new(true);
         // Rule A2: the forward's autocast state, entered as torch.autocast
         // enters one (left on every exit path by the guard's drop); nothing
@@ -50,17 +62,22 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
             None
         };
         let _frame = frame::push(state.clone(), Phase::Recompute, None);
+        // docs/semantics.md, rule H3: the caller's state is put back at the end,
+        // also on error and panic (the guard's drop).
         let outer = RestoreOnDrop::new(
             &state.state_hooks,
             snapshot_all(&state.state_hooks).map_err(|m| state.error(m))?,
         );
         let entry = std::mem::take(&mut lock(&state.inner).entry_snapshots);
+        // docs/semantics.md, rule H3: recomputation starts from the entry snapshot,
+        // which stays for the next backward (C8).
         let restored = restore_all(&state.state_hooks, &entry);
         // Put the snapshots back: a retained graph replays again.
         lock(&state.inner).entry_snapshots = entry;
         restored.map_err(|m| state.error(m))?;
         // The forward holds the body while it runs: a backward through this
         // checkpoint's own saves from inside its closure would wait for itself.
+        // docs/semantics.md, rule C16 (E19): an error, not a deadlock.
         let mut body = match state.body.try_lock() {
             Ok(body) => body,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -72,6 +89,8 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
                 ))
             }
         };
+        // docs/semantics.md, rules C7 and C12: the whole closure runs; a panic in it
+        // becomes this backward's `Err` ("replay failed").
         let outcome = catch_quietly(|| (body)(inputs));
         (outcome, outer.finish())
     };
@@ -88,6 +107,7 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
     if let Some(message) = inner.replay_error.take() {
         return Err(explain(message));
     }
+    // docs/semantics.md, rule C13 (E8): the number of saves is always checked.
     if inner.replay_count != inner.holders.len() {
         return Err(explain(format!(
             "the forward saved {} tensors for backward but the replay saved {}; \
@@ -153,6 +173,8 @@ impl HookPair for ReplayHooks {
         let index = inner.replay_count;
         inner.replay_count += 1;
         if index < inner.holders.len() {
+            // docs/semantics.md, rule C13: the k-th save is checked against the
+            // forward's k-th (Metadata, Bitwise), and fills holder k (C6).
             if let Err(message) = self
                 .state
                 .determinism

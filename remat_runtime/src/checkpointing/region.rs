@@ -1,9 +1,12 @@
 //! Regions: calls inside a checkpoint marked `Save` or `Recompute`, and
 //! `recompute_needs_tensor` for bare code.
 //!
-//! This file holds the rules of semantics.md's "Regions" that do not depend
-//! on the policy: names (non-empty, unique per phase), nesting, and dispatch
-//! by phase and policy; `save_region` holds what `Save` does.
+//! This file keeps the rules of docs/semantics.md's "R. Regions" that do
+//! not depend on the policy: plain calls outside checkpoints (R1), names
+//! (non-empty, unique per phase: R2), `Auto` resolved from the forward's
+//! decision (R3), nesting (R4), the same path on recomputation (R5), and
+//! dispatch by phase and policy; `save_region` holds what `Save` does (S, P).
+//! `recompute_needs_tensor` is rule K4.
 
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
@@ -112,6 +115,8 @@ impl Region {
         inputs: I,
         body: impl FnOnce(I) -> O,
     ) -> Result<O> {
+        // docs/semantics.md, rule R2: a name is never empty, inside a checkpoint
+        // or not (checked before anything else).
         if self.name.is_empty() {
             return Err(Error::Region {
                 region: "<empty>".into(),
@@ -122,7 +127,10 @@ impl Region {
             });
         }
         let mode = frame::with_top(|f| {
+            // docs/semantics.md, rule R1: outside any checkpoint a region is a plain call.
             let Some(f) = f else { return Ok(Mode::Plain) };
+            // docs/semantics.md, rule R4: in a running Save body, Save and Auto regions
+            // are plain calls (no name claimed, nothing traced); Recompute is refused.
             if f.save_depth > 0 {
                 // Inside a Save body the outer region keeps everything.
                 return match self.policy {
@@ -137,6 +145,8 @@ impl Region {
                 };
             }
             // The checkpoint's decision, taken on its forward: replay agrees.
+            // docs/semantics.md, rule R3: `Auto` takes the decision resolved when the
+            // checkpoint's forward started.
             let policy = match self.policy {
                 Policy::Auto => f
                     .state
@@ -149,9 +159,11 @@ impl Region {
                 p => p,
             };
             if f.phase == Phase::Forward {
+                // docs/semantics.md, rule D1: only the forward is traced.
                 trace::record_region(&self.name, policy);
             }
             // A literal name is borrowed: no allocation on this path.
+            // docs/semantics.md, rule R2: unique per phase of one checkpoint call.
             if !f.claimed.insert(self.name.clone()) {
                 return Err(Error::Region {
                     region: f.state.region_display(&self.name),
@@ -201,8 +213,11 @@ impl Region {
         let _running = frame::enter_region(self.name.clone());
         match (phase, policy) {
             (Phase::Forward, Policy::Recompute) => {
+                // docs/semantics.md, rule K2: a Recompute region asks for the Save outputs
+                // (and views of them) it receives.
                 persist(&state.persist, &inputs)?;
                 let parts = crate::parts::into_parts(body(inputs));
+                // docs/semantics.md, rule R6: no fresh leaves as outputs.
                 save_forward::reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
                 crate::parts::from_parts(parts)
             }
@@ -210,6 +225,8 @@ impl Region {
                 save_forward::forward(&state, self.name.clone(), self.location, inputs, body)
             }
             (Phase::Recompute, Policy::Recompute) => {
+                // docs/semantics.md, rule R5: a name the forward ran as Save must not
+                // recompute now.
                 if lock(&state.inner).records.contains_key(self.name.as_ref()) {
                     return Err(Error::Region {
                         region: state.region_display(&self.name),
@@ -221,6 +238,7 @@ impl Region {
                 }
                 Ok(body(inputs))
             }
+            // docs/semantics.md, rule P1: skipped during recomputation, outputs served.
             (Phase::Recompute, Policy::Save) => save_serve::serve(&state, &self.name, inputs),
             (_, Policy::Auto) => Err(Error::Internal(format!(
                 "region `{}` reached its run with its policy unresolved",
@@ -239,6 +257,7 @@ impl Region {
 /// remat_runtime::recompute_needs_tensor(&t); // no checkpoint: nothing happens
 /// ```
 pub fn recompute_needs_tensor(t: &Tensor) {
+    // docs/semantics.md, rule K4: only in a checkpoint's forward; elsewhere a no-op.
     let state = frame::with_top(|f| match f {
         Some(f) if f.phase == Phase::Forward => Some(f.state.clone()),
         _ => None,

@@ -6,6 +6,8 @@
 //! Invariant: the OOM observer never panics into the allocator and never
 //! waits on a lock the failing thread may hold for long: the report is
 //! built on a helper thread and given up after a short wait.
+//!
+//! docs/semantics.md, rule D5 (E29 without CUDA).
 
 use crate::bridge::{
     attach_oom_observer as attach_native, cuda_blocks, cuda_built, record_allocation_contexts,

@@ -1,7 +1,7 @@
 //! Memory reports: what a checkpoint keeps for backward, per `Save` region.
 //!
 //! Invariant: every storage is billed whole and once per report, however
-//! many saves and outputs use it.
+//! many saves and outputs use it (docs/semantics.md, rule D3; names D2).
 
 use crate::bridge::{storage_data, storage_key, storage_nbytes, StorageKey};
 use crate::checkpointing::checkpoint_state::CheckpointState;

@@ -2,7 +2,7 @@
 //! tracked) what autograd saved outside checkpoints, each storage billed once.
 //!
 //! Invariant: the report holds checkpoints and saves only weakly; building it
-//! never keeps a graph alive.
+//! never keeps a graph alive (docs/semantics.md, rule D4).
 
 use crate::bridge::{
     graph_nodes, storage_nbytes, HookPair, NodeId, Payload, SaveSite, StorageKey, WeakStorage,

@@ -1,7 +1,7 @@
 //! The trace: which regions (and scopes) a forward went through.
 //!
 //! Invariant: only the forward is recorded (replay is not), and a scope's
-//! guard closes exactly the scope it opened.
+//! guard closes exactly the scope it opened (docs/semantics.md, rule D1).
 
 use crate::checkpointing::frame::is_recomputing;
 use crate::checkpointing::policy::Policy;

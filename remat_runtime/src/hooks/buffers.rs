@@ -6,7 +6,8 @@
 //! Invariant: a snapshot is a copy of every buffer's values (never an alias),
 //! taken and restored in the order the buffers were given; restores write
 //! into the buffers themselves (in place), so every handle to a buffer, the
-//! model's own included, sees the restored values.
+//! model's own included, sees the restored values (docs/semantics.md, rule
+//! H6).
 
 use crate::hooks::state_hooks::RecomputeStateHook;
 use std::any::Any;

@@ -4,6 +4,8 @@
 //! Invariant: names are pending only while a function attaches its node, in
 //! the order libtorch packs its defined saves; the guard clears them however
 //! that ends.
+//!
+//! docs/semantics.md, rule D2 (names; E26 for a bad one).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;

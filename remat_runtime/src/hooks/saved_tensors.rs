@@ -9,6 +9,10 @@
 //!
 //! Invariant: `LEVELS` mirrors libtorch's per-thread hook stack level for
 //! level; every push is popped by its guard's drop.
+//!
+//! docs/semantics.md rules kept here: T1 (scopes, nesting, `disabled`), T2
+//! (outside checkpoints), T3 (what a pair packs inside one), T4 (a pair
+//! pushed inside a checkpoint's forward applies to its `Save` regions).
 
 use crate::bridge::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload, SaveSite};
 use crate::checkpointing::frame;

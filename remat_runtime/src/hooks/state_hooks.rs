@@ -3,6 +3,11 @@
 //!
 //! Invariant: restores are absolute (a snapshot, never a delta), so a
 //! restore can be repeated and undone by restoring another snapshot.
+//!
+//! docs/semantics.md rules kept here: H1 (absolute restores), H4 (untracked
+//! restores), H5 (failing hooks), H6 (`RngStateHook`); where snapshots are
+//! taken and restored (H2, H3) is `checkpoint`, `save_region` and
+//! `recompute`.
 
 use crate::bridge::{rng_state, set_rng_state, UntrackedGuard};
 use crate::error::{catch_quietly, panic_message};
@@ -65,6 +70,7 @@ pub(crate) fn restore_all(
     hooks: &[Arc<dyn RecomputeStateHook>],
     snaps: &Snapshots,
 ) -> Result<(), String> {
+    // docs/semantics.md, rule H4.
     let _untracked = UntrackedGuard::new();
     let mut first = None;
     for (h, s) in hooks.iter().zip(snaps) {

@@ -4,6 +4,9 @@
 //!
 //! Invariant: a pair's callbacks never unwind into the caller: panics become
 //! `Err` strings; `INFO` is set only for the duration of one pack.
+//!
+//! docs/semantics.md rules kept here: T5 (`current_saved_tensor_info`), T6
+//! (the capture callback), T7 (`parameter`), T8 (the pair's contract; E23).
 
 use crate::bridge::Payload;
 use crate::error::panic_message;

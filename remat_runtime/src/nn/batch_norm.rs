@@ -4,7 +4,7 @@
 //! Invariant: on replay (`is_recomputing()`), train mode computes with the
 //! batch's statistics exactly as the forward did (so the output and what it
 //! saves for backward are the same), but updates throwaway copies of the
-//! running statistics, never the module's own.
+//! running statistics, never the module's own (docs/semantics.md, rule H6).
 
 use crate::capture::Capture;
 use crate::checkpointing::frame::is_recomputing;

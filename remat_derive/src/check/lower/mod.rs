@@ -5,7 +5,7 @@
 //! Expressions are lowered to the operand their value may carry (a place, a
 //! view of one, a fresh `save` output, a tuple or array of those, one of
 //! several after a branch) and to the reads they perform on the way: every
-//! use that is not one of the allowed forms of dsl.md is a read. By what
+//! use that is not one of the allowed forms of docs/dsl.md (rule X3) is a read. By what
 //! they lower: `stmt` (statements, `remat!` statements, `let`), `pat`
 //! (bindings), `region` (regions and their arguments), `expr`
 //! (expressions, assignments), `control` (blocks, branches, loops,

@@ -5,6 +5,11 @@
 //! Invariant: the body runs with its `SaveRecord` as its frame's save pack,
 //! so the checkpoint's forward hook hands every save of the body to it and
 //! nothing the body saves becomes a holder.
+//!
+//! docs/semantics.md rules kept here: S1 (the body's saves are kept), S3-S5
+//! (what the inputs allow to rebuild), S7 (the persist index), S8 (outputs
+//! resident anyway), S9 (the exit snapshot), S10 (output metadata), R6 (no
+//! fresh leaves), T4 and K7 (the pair and context for kept outputs).
 
 use crate::bridge::{is_grad_leaf, HookPair, TensorMeta, WeakStorage};
 use crate::checkpointing::checkpoint_state::CheckpointState;
@@ -30,6 +35,8 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     inputs: I,
     body: impl FnOnce(I) -> O,
 ) -> Result<O> {
+    // docs/semantics.md, rules S3 and S5: what each tensor input was at entry,
+    // and whether it is (a view of) a Save output, which is never rebuilt from.
     let infos = {
         let persist = lock(&state.persist);
         // Visited in place: no handle is cloned per input.
@@ -40,6 +47,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
         });
         infos
     };
+    // docs/semantics.md, rule T4: kept outputs use the pair in effect at entry.
     let output_hooks = frame::user_hooks();
     let record = Arc::new_cyclic(|me| SaveRecord {
         me: me.clone(),
@@ -63,14 +71,20 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
         // to `pack`; under hooks pushed inside the checkpoint (a tracker, a
         // disabled level), `pack` goes on top natively, shadowing them.
         let _hooks =
+            // docs/semantics.md, rule S1: also under hooks pushed inside the checkpoint.
             (!frame::own_hook_on_top()).then(|| SavedTensorsHooks::push(Some(pack.clone())));
         let _save = frame::enter_save_body(pack);
         body(inputs)
     };
+    // docs/semantics.md, rules S9 and H2: the exit snapshot.
     let exit = snapshot_all(&state.state_hooks).map_err(|m| record.error(m))?;
+    // docs/semantics.md, rules K7 and T6: a kept output's context is captured
+    // here, at the region's exit, even if a consumer asks later.
     let output_context = output_hooks.as_ref().and_then(TensorHooks::capture);
     let parts = crate::parts::into_parts(out);
+    // docs/semantics.md, rule R6.
     reject_grad_leaves(|| record.display(), &parts)?;
+    // docs/semantics.md, rule S10: what a placeholder is made from.
     let outputs = parts
         .iter()
         .map(|p| {
@@ -91,6 +105,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     {
         // Registered before the record has its outputs: only this thread
         // can ask for them before the forward returns.
+        // docs/semantics.md, rule S7.
         let mut persist = lock(&state.persist);
         for (i, (t, o)) in parts.iter().zip(&outputs).enumerate() {
             if let (Some(t), Some(spec)) = (t, &o.spec) {
@@ -103,6 +118,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
         inner.exit_snapshots = exit;
         inner.output_context = output_context;
         inner.inputs.clear();
+        // docs/semantics.md, rule S8: kept at once, but not as asked for (P5).
         // An output sharing storage with a kept save is resident anyway.
         let eager = outputs
             .iter()
@@ -125,6 +141,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
 }
 
 /// A region must return computed values, not fresh leaves requiring grad.
+// docs/semantics.md, rule R6 (E5), for both policies.
 pub(crate) fn reject_grad_leaves(
     display: impl Fn() -> String,
     parts: &[Option<Tensor>],

@@ -4,6 +4,11 @@
 //!
 //! Invariant: a kept save is a detached alias, so the record never holds a
 //! `grad_fn`; unpacking checks the version it had when packed.
+//!
+//! docs/semantics.md rules kept here: S1 (kept saves), S2 (the in-place
+//! check), S3 (rebuilt inputs are neither kept nor offloaded), S6
+//! (offloaded saves), S8 (which storages make an output resident anyway),
+//! D2 (save names), T6 (the context of a save, captured where it is made).
 
 use crate::bridge::{
     storage_data, storage_key, storage_nbytes, tensor_version, HookPair, Payload, SaveSite,
@@ -55,11 +60,14 @@ impl HookPair for SaveRecord {
             .upgrade()
             .ok_or("remat internal error: a Save region's record packed after it was freed")?;
         let mut inner = lock(&record.inner);
+        // docs/semantics.md, rule D2.
         // A name given to `save_for_backward`, or the next `saved.<i>`.
         let name = save_names::next().unwrap_or_else(|| {
             inner.unnamed += 1;
             save_name(inner.unnamed - 1)
         });
+        // docs/semantics.md, rule S3: decided first, so a rebuilt save never reaches
+        // the user's hooks.
         if let Some((input, view)) = classify(&tensor, &inner.inputs) {
             let slot = inner.recipes.len();
             inner.recipes.push(Recipe { input, view, name });
@@ -70,6 +78,8 @@ impl HookPair for SaveRecord {
             }));
         }
         drop(inner);
+        // docs/semantics.md, rules S6, T3 and T6: offloaded with kind Backward, the
+        // context captured now, inside the body.
         if let Some(hooks) = frame::user_hooks() {
             let context = hooks.capture();
             let payload = hooks.pack(tensor, SavedTensorKind::Backward, context, site.param)?;
@@ -79,6 +89,7 @@ impl HookPair for SaveRecord {
         let mut inner = lock(&record.inner);
         if let Some(key) = storage_key(&tensor) {
             if !site.param {
+                // docs/semantics.md, rule S8 (parameters excepted).
                 inner.identity_storages.insert(key);
             }
         }
@@ -93,6 +104,7 @@ impl HookPair for SaveRecord {
                 address: storage_data(&tensor),
             });
         }
+        // docs/semantics.md, rules S1 and S2: kept with the version it has now.
         let version = tensor_version(&tensor).map_err(|e| e.to_string())?;
         Ok(Box::new(Saved::Kept {
             value: tensor,
@@ -104,6 +116,8 @@ impl HookPair for SaveRecord {
 
     fn unpack(&self, payload: &(dyn Any + Send)) -> std::result::Result<Tensor, String> {
         match payload.downcast_ref::<Saved>() {
+            // docs/semantics.md, rules S3 and R5 (E17): filled when recomputation reached
+            // the skipped region.
             Some(Saved::Rebuilt { record, slot }) => {
                 let inner = lock(&record.inner);
                 match inner.rebuilt.get(*slot) {
@@ -124,6 +138,7 @@ impl HookPair for SaveRecord {
                 region,
             }) => {
                 let now = tensor_version(value).map_err(|e| e.to_string())?;
+                // docs/semantics.md, rule S2 (E11).
                 if now != *version {
                     return Err(region
                         .error(format!(

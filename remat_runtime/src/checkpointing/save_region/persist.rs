@@ -1,6 +1,6 @@
 //! The persist index: which storages belong to `Save` outputs, so that a
 //! consumer that replays can ask the producer to keep the value
-//! (semantics.md, "Who asks for a Save output to be kept").
+//! (docs/semantics.md, rules K1-K7: "Asking for a Save output").
 //!
 //! Invariant: entries hold the outputs weakly (an output nobody asks for is
 //! freed after the forward) and pin their storage's address, so a key never
@@ -41,6 +41,7 @@ pub(crate) struct PersistIndex {
 
 impl PersistIndex {
     /// Registers output `slot` of `record`, whose storage is `key`.
+    // docs/semantics.md, rule S7: by storage, weakly, the address pinned.
     pub(crate) fn register(
         &mut self,
         record: &Arc<SaveRecord>,
@@ -90,6 +91,7 @@ impl PersistIndex {
 pub(crate) fn persist(index: &Mutex<PersistIndex>, inputs: &impl RegionInput) -> crate::Result<()> {
     let found = {
         let index = lock(index);
+        // docs/semantics.md, rule B2.
         // The common case, and the hot path: no Save output to look for.
         if index.map.is_empty() {
             return Ok(());
@@ -97,6 +99,8 @@ pub(crate) fn persist(index: &Mutex<PersistIndex>, inputs: &impl RegionInput) ->
         // The first found inline: one input found once is the common case.
         let (mut first, mut more) = (None, Vec::new());
         inputs.visit(&mut |t| {
+            // docs/semantics.md, rules K2, K4 and K6: any tensor on a Save output's
+            // storage (the output or a view of it) asks for the whole output.
             index.lookup(t, &mut |record, slot, output| {
                 let found = (record.clone(), slot, output);
                 if first.is_none() {
@@ -123,11 +127,15 @@ impl SaveRecord {
         let Some(out) = inner.outputs.get_mut(slot) else {
             return Ok(());
         };
+        // docs/semantics.md, rules K6 (asking twice keeps once) and P5 (what was
+        // asked for, as opposed to resident anyway).
         out.requested |= requested;
         if out.slot.is_some() {
             return Ok(());
         }
         let value = detached_alias(output)?;
+        // docs/semantics.md, rule K7: a detached alias with its version, or packed by
+        // the pair in effect at region entry with kind SaveOutput.
         let kept = match inner.output_hooks.clone() {
             Some(hooks) => {
                 let context = inner.output_context.clone();

@@ -154,6 +154,7 @@ pub(crate) struct RecordInner {
 }
 
 /// How reports and messages call the `i`-th save of a region.
+// docs/semantics.md, rule D2: the one place unnamed saves get their name.
 pub(crate) fn save_name(i: usize) -> String {
     format!("saved.{i}")
 }

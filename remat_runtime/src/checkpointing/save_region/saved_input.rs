@@ -1,6 +1,7 @@
 //! Saved tensors of a `Save` region that are its inputs (or views inside
 //! them): when replay reproduces those inputs, they are rebuilt from the
-//! replayed input instead of being kept.
+//! replayed input instead of being kept (docs/semantics.md, rules S3-S5;
+//! P6 when the recomputed input does not allow it).
 
 use crate::bridge::{storage_offset, StorageKey, TensorMeta, WeakStorage};
 use tch::Tensor;
@@ -70,9 +71,12 @@ pub(crate) fn classify(t: &Tensor, inputs: &[InputInfo]) -> Option<(usize, Optio
     if let Some(info) = inputs.iter().find(|i| {
         same(i) && i.meta.storage_offset == offset && i.sizes() == sizes && i.strides() == strides
     }) {
+        // docs/semantics.md, rules S3 (the input itself), S4 (not if it moved
+        // version) and S5 (not if it is a Save output).
         return (!info.stub && version == info.version).then_some((info.index, None));
     }
     let numel: i64 = sizes.iter().product();
+    // docs/semantics.md, rule S3: a view must be non-empty with non-negative strides.
     if numel == 0 || strides.iter().any(|&s| s < 0) {
         return None;
     }
@@ -89,6 +93,7 @@ pub(crate) fn classify(t: &Tensor, inputs: &[InputInfo]) -> Option<(usize, Optio
                 strides,
             )
     })?;
+    // docs/semantics.md, rule S4.
     (version == info.version).then(|| {
         (
             info.index,

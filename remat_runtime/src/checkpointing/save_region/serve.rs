@@ -5,6 +5,11 @@
 //!
 //! Invariant: the body never runs here; a served value is released once
 //! served unless the backward retains the graph.
+//!
+//! docs/semantics.md rules kept here: P1 (the order: exit snapshot, rebuilt
+//! saves, outputs), P2 (serving), P3 (release), P4 (placeholders), P5
+//! (strict recomputation), P6 (rebuilding fails loudly), R5 (a region the
+//! forward did not record), H3 (a skipped region's exit snapshot).
 
 use crate::bridge::{
     detached_alias, graph_task_id, graph_task_keeps_graph, is_placeholder, placeholder,
@@ -26,6 +31,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
     name: &str,
     inputs: I,
 ) -> Result<O> {
+    // docs/semantics.md, rule R5 (E6).
     let record = lock(&state.inner)
         .records
         .get(name)
@@ -38,7 +44,10 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
                 .into(),
         })?;
     let mut inner = lock(&record.inner);
+    // docs/semantics.md, rules P1 and H3: first the region's exit snapshot.
     restore_all(&state.state_hooks, &inner.exit_snapshots).map_err(|m| record.error(m))?;
+    // docs/semantics.md, rules P1 and S3: then the saves it did not keep, rebuilt
+    // from the recomputed inputs; P6 (E14-E16) when that cannot be done.
     if !inner.recipes.is_empty() {
         let replayed = input_tensors(&inputs);
         for slot in 0..inner.recipes.len() {
@@ -59,6 +68,8 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
             inner.rebuilt[slot] = Some(value);
         }
     }
+    // docs/semantics.md, rule P3: released when served, unless the graph is
+    // retained (or outside any backward).
     let pop = graph_task_id().is_some() && !graph_task_keeps_graph();
     let mut served = Vec::with_capacity(inner.outputs.len());
     for (i, out) in inner.outputs.iter_mut().enumerate() {
@@ -67,6 +78,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
             continue;
         };
         let (spec, requires_grad) = (spec.meta.clone(), spec.meta.requires_grad);
+        // docs/semantics.md, rule P5.
         if state.strict && !out.requested {
             // Kept only because it is resident anyway: strict recomputation does
             // not serve it, so that a read nobody asked for fails here.
@@ -105,6 +117,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
         let value = match slot {
             Some(Slot::Resident { value, version }) => {
                 let now = tensor_version(&value)?;
+                // docs/semantics.md, rule P2 (E12).
                 if now != version {
                     return Err(record.error(format!(
                         "output {i} was modified in place after it was kept for replay; \
@@ -112,6 +125,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
                     )));
                 }
                 if requires_grad {
+                    // docs/semantics.md, rule P2: the forward's `requires_grad`, as a non-leaf.
                     // The served identity is itself detached from `value`.
                     parts.push(Some(non_leaf(&value)?));
                     continue;
@@ -123,6 +137,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
                 .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
             Some(Slot::Failed(m)) => return Err(record.error(format!("unpacking output {i}: {m}"))),
             None => {
+                // docs/semantics.md, rule P4 (E13, E28): nobody asked, so a placeholder.
                 let spec = PlaceholderSpec::from_meta(&spec).ok_or_else(|| {
                     record.error(format!(
                         "output {i} has an element type tch cannot name, so no placeholder \
