@@ -22,7 +22,11 @@ fn root() -> PathBuf {
 fn files(dir: &Path, base: &Path, skip: Option<&str>, out: &mut Vec<String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        let rel = path.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+        let rel = path
+            .strip_prefix(base)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         if path.is_dir() {
             if Some(rel.as_str()) != skip {
                 files(&path, base, skip, out);
@@ -68,9 +72,133 @@ fn every_source_file_is_in_the_layout_and_every_listed_file_exists() {
         }
         for f in &listed {
             if !present.contains(f) {
-                problems.push(format!("docs/architecture.md lists {folder}/{f}, which is gone"));
+                problems.push(format!(
+                    "docs/architecture.md lists {folder}/{f}, which is gone"
+                ));
             }
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The source crates whose files must not import each other in a circle.
+const CRATES: &[&str] = &["remat_runtime/src", "remat_derive/src", "reference/src"];
+
+/// Module path -> file, for every `.rs` file under `src` (a `mod.rs`,
+/// `lib.rs` or `main.rs` names its folder).
+fn module_files(src: &Path) -> Vec<(Vec<String>, String)> {
+    let mut all = Vec::new();
+    files(src, src, None, &mut all);
+    all.into_iter()
+        .filter(|f| f.ends_with(".rs"))
+        .map(|f| {
+            let mut parts: Vec<String> = f
+                .trim_end_matches(".rs")
+                .split('/')
+                .map(String::from)
+                .collect();
+            if matches!(
+                parts.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                parts.pop();
+            }
+            (parts, f)
+        })
+        .collect()
+}
+
+/// Which files each file imports through `crate::`, `super::` and `self::`
+/// paths (comments and `#[cfg(test)]` modules aside). Facades (`lib.rs`,
+/// `mod.rs`) only re-export, and unit-test folders only use: both are left
+/// out, as a reader would leave them out.
+fn import_graph(src: &Path) -> Vec<(String, Vec<String>)> {
+    let modules = module_files(src);
+    let is_facade =
+        |f: &str| f.ends_with("mod.rs") || f.ends_with("lib.rs") || f.ends_with("main.rs");
+    let mut graph = Vec::new();
+    for (me, file) in &modules {
+        if is_facade(file) || me.first().is_some_and(|m| m == "tests") {
+            continue;
+        }
+        let text = std::fs::read_to_string(src.join(file)).unwrap();
+        let text = match text.find("#[cfg(test)]\nmod ") {
+            Some(i) => &text[..i],
+            None => &text[..],
+        };
+        let code: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut targets = Vec::new();
+        for head in ["crate::", "super::", "self::"] {
+            for (at, _) in code.match_indices(head) {
+                if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let rest: String = code[at + head.len()..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                let mut full: Vec<String> = match head {
+                    "crate::" => Vec::new(),
+                    "super::" => me[..me.len().saturating_sub(1)].to_vec(),
+                    _ => me.clone(),
+                };
+                full.extend(rest.split("::").filter(|s| !s.is_empty()).map(String::from));
+                for k in (1..=full.len()).rev() {
+                    if let Some((m, f)) = modules.iter().find(|(m, _)| m[..] == full[..k]) {
+                        if m != me && !is_facade(f) && !targets.contains(f) {
+                            targets.push(f.clone());
+                        }
+                        if m != me {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        graph.push((file.clone(), targets));
+    }
+    graph
+}
+
+/// Files depend only downwards (docs/architecture.md, "Layout"): no two
+/// files of a crate reach each other through their imports.
+#[test]
+fn no_two_source_files_import_each_other() {
+    let mut circles = Vec::new();
+    for krate in CRATES {
+        let graph = import_graph(&root().join(krate));
+        let reaches = |from: &str, to: &str| {
+            let (mut seen, mut todo) = (vec![from.to_string()], vec![from.to_string()]);
+            while let Some(f) = todo.pop() {
+                for (_, next) in graph.iter().filter(|(g, _)| *g == f) {
+                    for n in next {
+                        if n == to {
+                            return true;
+                        }
+                        if !seen.contains(n) {
+                            seen.push(n.clone());
+                            todo.push(n.clone());
+                        }
+                    }
+                }
+            }
+            false
+        };
+        for (a, targets) in &graph {
+            for b in targets {
+                if a < b && reaches(b, a) {
+                    circles.push(format!("{krate}: {a} <-> {b}"));
+                }
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files that import each other (move the shared part down):\n{}",
+        circles.join("\n")
+    );
 }
