@@ -5,13 +5,16 @@
 //!
 //! Invariant: the planner's count (`measure_kept_bytes`: checkpoints' saves,
 //! the inputs they keep for replay, saves outside them) is what the budget
-//! bounds, what `predicted` is compared with, and the table's count.
+//! bounds, what `predicted` is compared with, and the table's count. The
+//! step profiled is training's own forward, autocast scope included: under
+//! bf16 autocast the saves differ from fp32's (bf16 activations, bf16 copies
+//! of the weights), so a profile taken in fp32 predicts bytes the training
+//! forward does not keep, and `--check` fails.
 
 use crate::format::{human_bytes, human_ms};
 use crate::options::Options;
 use crate::protocol::PlanNumbers;
 use remat::planner::{self, measure_kept_bytes, Plan};
-use remat_reference::model::{Model, ModelPolicy};
 use std::time::Instant;
 use tch::Tensor;
 
@@ -20,14 +23,14 @@ pub struct Planned {
     pub plan: Plan,
 }
 
-/// Profiles one step on `(x, y)`, plans for `opts`' budget (the planner's
-/// error, stating the least possible, when it is too small), prints the
-/// plan on stderr and writes it to `<out>/plan.json`.
-pub fn plan(opts: &Options, model: &Model, x: &Tensor, y: &Tensor) -> Result<Planned, String> {
+/// Profiles one step of `forward` (training's forward of the first batch
+/// under `ModelPolicy::Auto`, with no plan yet), plans for `opts`' budget
+/// (the planner's error, stating the least possible, when it is too small),
+/// prints the plan on stderr and writes it to `<out>/plan.json`.
+pub fn plan(opts: &Options, forward: impl FnMut() -> Tensor) -> Result<Planned, String> {
     let budget = opts.budget()?;
     let started = Instant::now();
-    let profile = planner::profile(|| model.loss(x, y, ModelPolicy::Auto))
-        .map_err(|e| format!("profiling the model: {e}"))?;
+    let profile = planner::profile(forward).map_err(|e| format!("profiling the model: {e}"))?;
     let profiled = started.elapsed();
     let plan = if opts.peak {
         Plan::for_peak_budget(&profile, budget)

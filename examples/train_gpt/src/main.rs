@@ -4,7 +4,8 @@
 //! backward and peak resident memory; then one block's memory report and
 //! two SVG plots. With `--budget`, an `auto` run plans for the budget and
 //! trains under the plan; its plan and predicted-against-measured bytes and
-//! time follow the table.
+//! time follow the table. With `--autocast bf16` every forward runs under
+//! CPU autocast (mixed precision) and the same checks hold.
 //!
 //! Invariant: the parent process never trains; each policy's numbers,
 //! peak memory included, come from a fresh child process of its own.
@@ -56,7 +57,7 @@ fn parent(opts: &Options) -> Result<(), String> {
     let threshold = std::env::var("MALLOC_MMAP_THRESHOLD_").ok();
     println!(
         "train_gpt: the reference model, {} config (D={} H={} T={} B={} L={}), {} steps of \
-         AdamW (lr {}) per policy, seed {}, {} thread(s)\n\
+         AdamW (lr {}) per policy, seed {}, {} thread(s), forward in {}\n\
          corpus: this repository's text, {} bytes for training, {} held out for validation",
         opts.config_name(),
         cfg.d,
@@ -68,6 +69,7 @@ fn parent(opts: &Options) -> Result<(), String> {
         opts.lr,
         opts.seed,
         opts.threads,
+        opts.autocast.precision(),
         corpus.train.len(),
         corpus.val.len()
     );
@@ -120,7 +122,7 @@ fn parent(opts: &Options) -> Result<(), String> {
 
     for policy in [ModelPolicy::Selective, ModelPolicy::SaveMlp] {
         if policies.contains(&policy) {
-            let report = block_report::block_report(cfg, opts.seed, policy)?;
+            let report = block_report::block_report(cfg, opts.seed, policy, opts.autocast)?;
             println!(
                 "\nwhat one block keeps under {}:\n{report}",
                 policy_name(policy)
@@ -129,10 +131,11 @@ fn parent(opts: &Options) -> Result<(), String> {
     }
 
     let title = format!(
-        "reference model, {} config, {} steps, seed {}",
+        "reference model, {} config, {} steps, seed {}, {}",
         opts.config_name(),
         opts.steps,
-        opts.seed
+        opts.seed,
+        opts.autocast.precision()
     );
     let memory = opts.out.join("memory_time.svg");
     let losses = opts.out.join("loss.svg");

@@ -1,5 +1,6 @@
 //! The command line: which policies, which model size, how long, where to
-//! write the plots, and the memory budget of the planned (`auto`) run.
+//! write the plots, the memory budget of the planned (`auto`) run, and the
+//! precision of the forward (`--autocast`).
 //!
 //! Invariant: a child process gets the same options as its parent, with one
 //! policy and `--child` (see `Options::child_args`).
@@ -8,6 +9,7 @@ use clap::{Parser, ValueEnum};
 use remat::planner::parse_bytes;
 use remat_reference::model::{Config, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL};
 use std::path::PathBuf;
+use tch::{Device, Kind};
 
 /// Trains remat's reference model on a byte corpus under checkpointing
 /// policies and reports loss, step time and memory for each.
@@ -49,6 +51,11 @@ pub struct Options {
     /// the largest replay's working set) instead of the kept bytes.
     #[arg(long, requires = "budget")]
     pub peak: bool,
+    /// Mixed precision: the forward and the loss of every step (and of the
+    /// profile, the evaluation and the block report) run under CPU autocast
+    /// in this dtype; backward and AdamW stay outside it, on fp32 parameters.
+    #[arg(long, value_enum, default_value = "off")]
+    pub autocast: AutocastArg,
     /// Train the one given policy in this process and print machine-readable
     /// results (used by the parent process).
     #[arg(long, hide = true)]
@@ -72,6 +79,53 @@ pub enum PolicyArg {
     /// Only the planned run (needs `--budget`): each block as the plan says.
     #[value(alias = "plan")]
     Auto,
+}
+
+/// `--autocast`: fp32 throughout, or `torch.autocast("cpu", dtype)` around
+/// the forward.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutocastArg {
+    Off,
+    Bf16,
+    Fp16,
+}
+
+impl AutocastArg {
+    /// The autocast dtype; `None` for `off`.
+    pub fn kind(self) -> Option<Kind> {
+        match self {
+            AutocastArg::Off => None,
+            AutocastArg::Bf16 => Some(Kind::BFloat16),
+            AutocastArg::Fp16 => Some(Kind::Half),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AutocastArg::Off => "off",
+            AutocastArg::Bf16 => "bf16",
+            AutocastArg::Fp16 => "fp16",
+        }
+    }
+
+    /// The run's precision in the title, the table file and the plots.
+    pub fn precision(self) -> &'static str {
+        match self {
+            AutocastArg::Off => "fp32",
+            AutocastArg::Bf16 => "CPU autocast bf16",
+            AutocastArg::Fp16 => "CPU autocast fp16",
+        }
+    }
+
+    /// Runs `f` under this precision. Every forward of the program goes
+    /// through here, so the planner profiles, and the table counts, what
+    /// training's forward saves under the same autocast state.
+    pub fn scope<R>(self, f: impl FnOnce() -> R) -> R {
+        match self.kind() {
+            Some(kind) => remat::autocast(Device::Cpu, kind, f),
+            None => f(),
+        }
+    }
 }
 
 /// The sizes of docs/reference-model.md.
@@ -134,6 +188,7 @@ impl Options {
             format!("--seed={}", self.seed),
             format!("--lr={}", self.lr),
             format!("--out={}", self.out.display()),
+            format!("--autocast={}", self.autocast.name()),
         ];
         // Only the planned run plans: with a budget, another child would
         // also train `auto`.
@@ -196,6 +251,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(none.policies(), [ModelPolicy::None]);
+        assert_eq!(none.autocast, AutocastArg::Off);
+    }
+
+    #[test]
+    fn autocast_reaches_the_child_and_scopes_the_forward() {
+        let opts = parse(&["--autocast", "bf16"]).unwrap();
+        let child = Options::try_parse_from(
+            std::iter::once("train_gpt".to_string()).chain(opts.child_args(ModelPolicy::Full)),
+        )
+        .unwrap();
+        assert_eq!(child.autocast, AutocastArg::Bf16);
+        assert_eq!(
+            child
+                .autocast
+                .scope(|| remat::AutocastGuard::current(Device::Cpu)),
+            Some(Kind::BFloat16)
+        );
+        assert_eq!(remat::AutocastGuard::current(Device::Cpu), None);
+        assert_eq!(
+            AutocastArg::Off.scope(|| remat::AutocastGuard::current(Device::Cpu)),
+            None
+        );
+        assert!(parse(&["--autocast", "fp64"]).is_err());
     }
 
     #[test]

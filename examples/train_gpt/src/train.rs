@@ -4,10 +4,15 @@
 //! The planned run (`auto`) first profiles one step and plans for the
 //! budget (`budget.rs`), then runs every forward under the plan.
 //!
+//! With `--autocast`, every forward (training's, the profile's, the
+//! evaluation's) runs inside the one autocast scope of `Options::autocast`;
+//! backward and AdamW run outside it, on the fp32 parameters, as with
+//! `torch.autocast`.
+//!
 //! Invariant: the only thing that differs between policies is the policy
 //! passed to `Model::loss` (and, for `auto`, the plan active around it);
-//! parameters, batches and evaluation are the same, so the losses must be
-//! too.
+//! parameters, batches, precision and evaluation are the same, so the
+//! losses must be too.
 
 use crate::budget;
 use crate::corpus::{Corpus, Sampler};
@@ -46,14 +51,17 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     let mut batches = Sampler::new(opts.seed);
 
     let (x, y) = batches.clone().batch(&corpus.train, cfg);
+    // The model's forward and loss at the run's precision: what the planner
+    // profiles and what every step runs.
+    let loss = |x: &Tensor, y: &Tensor| opts.autocast.scope(|| model.loss(x, y, policy));
     let plan = match policy {
-        ModelPolicy::Auto => Some(budget::plan(opts, &model, &x, &y)?),
+        ModelPolicy::Auto => Some(budget::plan(opts, || loss(&x, &y))?),
         _ => None,
     };
     // The forward of every step: under the plan, if there is one.
     let forward = |x: &Tensor, y: &Tensor| match &plan {
-        Some(planned) => planned.plan.scope(|| model.loss(x, y, policy)),
-        None => model.loss(x, y, policy),
+        Some(planned) => planned.plan.scope(|| loss(x, y)),
+        None => loss(x, y),
     };
     let saved = saved_for_backward(|| forward(&x, &y));
     emit.saved(saved.0, saved.1, &saved.2);
@@ -81,7 +89,9 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         let loss = f64::try_from(&loss).map_err(|e| format!("loss: {e}"))?;
         emit.step(loss, ns);
         if step % every == 0 || step == opts.steps {
-            let (train, val) = evaluate(&model, &corpus, cfg, opts.seed);
+            let (train, val) = opts
+                .autocast
+                .scope(|| evaluate(&model, &corpus, cfg, opts.seed));
             emit.eval(step, train, val);
         }
         if step == (opts.steps / 10).max(1) {
@@ -120,7 +130,7 @@ fn saved_for_backward(forward: impl FnOnce() -> Tensor) -> (i64, i64, Vec<(Strin
 }
 
 /// Mean loss on fixed training and validation batches, without autograd
-/// (so the same for every policy).
+/// (so the same for every policy), at the caller's autocast state.
 fn evaluate(model: &Model, corpus: &Corpus, cfg: Config, seed: u64) -> (f64, f64) {
     let mean = |bytes: &[u8]| {
         // Its own stream, so evaluating draws nothing from the training batches.
