@@ -3,8 +3,9 @@
 //!
 //! It runs the IR's nodes over `state`'s abstract state: branches join
 //! (union of holdings, intersection of marks), loops iterate to a
-//! fixpoint, and `break`/`continue` carry their state to the loop they
-//! leave or restart. A read by bare code of a value not marked (itself or
+//! fixpoint, and `break`/`continue` carry their state to the loop (or
+//! labelled block) they leave or restart, joined with the state there: no
+//! path is dropped. A read by bare code of a value not marked (itself or
 //! a prefix of its element path) is reported once, at the read.
 
 use std::collections::BTreeMap;
@@ -31,6 +32,9 @@ pub(crate) struct Outcome {
 
 struct Frame {
     label: Option<String>,
+    /// A loop, which an unlabelled `break` or `continue` targets; else a
+    /// labelled block, which only `break 'label` leaves.
+    is_loop: bool,
     breaks: Option<State>,
     continues: Option<State>,
 }
@@ -88,6 +92,17 @@ impl Analysis {
                     let entry = state.take();
                     state = self.run_loop(label.clone(), body, entry);
                 }
+                Node::Block { label, body } => {
+                    self.frames.push(Frame {
+                        label: Some(label.clone()),
+                        is_loop: false,
+                        breaks: None,
+                        continues: None,
+                    });
+                    let end = self.run(body, state.take());
+                    let frame = self.frames.pop().expect("pushed above");
+                    state = join(end, frame.breaks);
+                }
                 Node::Break(label) | Node::Continue(label) => {
                     let exit = state.take();
                     let is_break = matches!(node, Node::Break(_));
@@ -97,7 +112,7 @@ impl Analysis {
                             .iter_mut()
                             .rev()
                             .find(|f| f.label.as_deref() == Some(l.as_str())),
-                        None => self.frames.last_mut(),
+                        None => self.frames.iter_mut().rev().find(|f| f.is_loop),
                     };
                     if let Some(frame) = frame {
                         let slot = if is_break {
@@ -124,6 +139,7 @@ impl Analysis {
         for _ in 0..MAX_ITERATIONS {
             self.frames.push(Frame {
                 label: label.clone(),
+                is_loop: true,
                 breaks: None,
                 continues: None,
             });

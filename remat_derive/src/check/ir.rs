@@ -5,7 +5,8 @@
 //! source, and each run of it a new instance. Places are locals with
 //! projections (`h.t`, `v[i]`, `t.0`). Nodes are assignments of operands to
 //! places, reads of operands by bare code, `needs` marks, structured
-//! branches (joined) and loops (iterated to a fixpoint). `lower` builds it
+//! branches (joined), labelled blocks (joined with the breaks out of them) and
+//! loops (iterated to a fixpoint). `lower` builds it
 //! from syn's tree, `dataflow` runs the analysis over it.
 
 use proc_macro2::TokenStream;
@@ -105,7 +106,13 @@ pub(crate) enum Node {
         label: Option<String>,
         body: Vec<Node>,
     },
-    /// Leaves the innermost loop, or the one labelled.
+    /// A labelled block (`'b: { .. }`): run once; the state after it joins
+    /// its end and every `break 'b` out of it.
+    Block {
+        label: String,
+        body: Vec<Node>,
+    },
+    /// Leaves the innermost loop, or the loop or block labelled.
     Break(Option<String>),
     /// Goes to the next iteration of the innermost loop, or the one labelled.
     Continue(Option<String>),

@@ -3,6 +3,7 @@
 mod check;
 mod expand;
 mod fuzz;
+mod holes;
 mod oracle;
 mod parse;
 mod soundness;

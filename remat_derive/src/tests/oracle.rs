@@ -1,7 +1,8 @@
 //! The check against an execution oracle: random checkpoint bodies (lets of
 //! `save`/`recompute` regions with tuple outputs, assignments to locals and
 //! fields, branches, loops carrying values, `needs` placed or not, regions
-//! consuming values, bare reads) go through the check, and through a small
+//! consuming values, bare reads, labelled blocks and `break`s out of them)
+//! go through the check, and through a small
 //! interpreter that simulates the runtime: on the forward it records what
 //! `needs` and `recompute` regions ask to keep; on replay every other
 //! `save` output is a placeholder, and a bare read of one is the error.
@@ -44,6 +45,11 @@ enum Stmt {
     ReadField(usize),
     If(Vec<Stmt>, Vec<Stmt>),
     Loop(Vec<Stmt>),
+    /// `'bK: { .. }`
+    Labelled(Vec<Stmt>),
+    /// `if cI { break 'bK; }` out of the innermost labelled block (through
+    /// any loops in it); nothing outside one.
+    Leave,
 }
 
 fn stmt() -> impl Strategy<Value = Stmt> {
@@ -59,6 +65,7 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         3 => v().prop_map(Stmt::Needs),
         3 => v().prop_map(Stmt::Read),
         1 => (0..2usize).prop_map(Stmt::ReadField),
+        1 => Just(Stmt::Leave),
     ];
     leaf.prop_recursive(3, 40, 5, |inner| {
         prop_oneof![
@@ -67,7 +74,8 @@ fn stmt() -> impl Strategy<Value = Stmt> {
                 prop::collection::vec(inner.clone(), 0..4)
             )
                 .prop_map(|(a, b)| Stmt::If(a, b)),
-            prop::collection::vec(inner, 1..5).prop_map(Stmt::Loop),
+            prop::collection::vec(inner.clone(), 1..5).prop_map(Stmt::Loop),
+            prop::collection::vec(inner, 1..5).prop_map(Stmt::Labelled),
         ]
     })
 }
@@ -78,6 +86,8 @@ struct Render {
     text: String,
     sites: usize,
     branches: usize,
+    /// The labels of the labelled blocks around, innermost last.
+    blocks: Vec<usize>,
 }
 
 impl Render {
@@ -130,6 +140,22 @@ impl Render {
                 self.stmts(body);
                 self.text.push_str("} ");
             }
+            Stmt::Labelled(body) => {
+                let id = self.branches;
+                self.branches += 1;
+                write!(self.text, "'b{id}: {{ ").unwrap();
+                self.blocks.push(id);
+                self.stmts(body);
+                self.blocks.pop();
+                self.text.push_str("} ");
+            }
+            Stmt::Leave => {
+                if let Some(block) = self.blocks.last() {
+                    let id = self.branches;
+                    self.branches += 1;
+                    write!(t, "if c{id} {{ break 'b{block}; }}").unwrap();
+                }
+            }
         }
         self.text.push_str(t);
         self.text.push(' ');
@@ -141,6 +167,7 @@ fn render(stmts: &[Stmt]) -> TokenStream {
         text: String::new(),
         sites: 0,
         branches: 0,
+        blocks: Vec::new(),
     };
     for i in 0..VARS {
         write!(r.text, "let mut v{i} = x.shallow_clone(); ").unwrap();
@@ -170,6 +197,8 @@ struct Oracle<'a> {
     kept: HashSet<Val>,
     read: Vec<Val>,
     steps: usize,
+    /// Labelled blocks entered and not left.
+    blocks: usize,
 }
 
 impl Oracle<'_> {
@@ -179,7 +208,8 @@ impl Oracle<'_> {
         self.choices[i % self.choices.len()]
     }
 
-    fn run(&mut self, stmts: &[Stmt]) {
+    /// Runs `stmts`; true when a `break` leaves the innermost labelled block.
+    fn run(&mut self, stmts: &[Stmt]) -> bool {
         for s in stmts {
             self.steps += 1;
             match s {
@@ -210,19 +240,31 @@ impl Oracle<'_> {
                 // statements run; the renderer numbers them in source
                 // order, which the check does not look at.
                 Stmt::If(a, b) => {
-                    if self.choice() % 2 == 0 {
-                        self.run(a)
-                    } else {
-                        self.run(b)
+                    let arm = if self.choice() % 2 == 0 { a } else { b };
+                    if self.run(arm) {
+                        return true;
                     }
                 }
                 Stmt::Loop(body) => {
                     for _ in 0..self.choice() % 3 {
-                        self.run(body);
+                        if self.run(body) {
+                            return true;
+                        }
+                    }
+                }
+                Stmt::Labelled(body) => {
+                    self.blocks += 1;
+                    self.run(body);
+                    self.blocks -= 1;
+                }
+                Stmt::Leave => {
+                    if self.blocks > 0 && self.choice() % 2 == 0 {
+                        return true;
                     }
                 }
             }
         }
+        false
     }
 
     /// Whether replay reads a placeholder: the runtime keeps what the
@@ -244,6 +286,7 @@ fn oracle_fails(stmts: &[Stmt], choices: &[usize]) -> bool {
         kept: HashSet::new(),
         read: Vec::new(),
         steps: 0,
+        blocks: 0,
     };
     oracle.run(stmts);
     oracle.fails()

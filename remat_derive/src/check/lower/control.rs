@@ -1,13 +1,15 @@
 //! Lowering control flow to the IR's structured nodes: blocks and their
-//! tail values, `if` and `match` (branches, joined after), `for`, `while`
-//! and `loop` (loops, iterated to a fixpoint by the analysis), closures
-//! (loops too: they may run any number of times), and `return`.
+//! tail values, labelled blocks (joined with the `break`s out of them),
+//! `if` and `match` (branches, joined after), `for`, `while` and `loop`
+//! (loops, iterated to a fixpoint by the analysis; a `break`'s value is the
+//! `loop`'s), closures (loops too: they may run any number of times), and
+//! `return`.
 
 use syn::Expr;
 
-use super::{Closure, Lower};
+use super::{Closure, Lower, Target, TargetKind};
 use crate::ast::Mode;
-use crate::check::ir::{Node, Operand, Proj};
+use crate::check::ir::{LocalId, Node, Operand, Proj};
 use crate::check::scope::Kind;
 use crate::check::vocab::{recomputing_guard, Guard};
 
@@ -125,7 +127,7 @@ impl Lower {
         let label = e.label.as_ref().map(|l| l.name.ident.to_string());
         self.loops += 1;
         self.scopes.push();
-        let body = self.nodes(|this| {
+        let body = self.within(label.clone(), TargetKind::Loop, None, |this| {
             this.bind_pat(&e.pat, iter.project(Proj::Index(None)), &Kind::Plain);
             this.block_stmts(&e.body.stmts);
         });
@@ -141,7 +143,7 @@ impl Lower {
         let label = e.label.as_ref().map(|l| l.name.ident.to_string());
         self.loops += 1;
         self.scopes.push();
-        let body = self.nodes(|this| {
+        let body = self.within(label.clone(), TargetKind::Loop, None, |this| {
             this.cond(&e.cond);
             let then = this.nodes(|this| {
                 this.scopes.push();
@@ -156,15 +158,92 @@ impl Lower {
         Operand::Other
     }
 
+    /// `loop { .. }`: its value is what its `break`s carry.
     pub(super) fn loop_value(&mut self, e: &syn::ExprLoop) -> Operand {
         let label = e.label.as_ref().map(|l| l.name.ident.to_string());
+        let result = self.temp();
+        self.assign_temp(result, Operand::Nothing, false);
         self.loops += 1;
-        let body = self.nodes(|this| {
+        let body = self.within(label.clone(), TargetKind::Loop, Some(result), |this| {
             this.block_value(&e.body);
         });
         self.loops -= 1;
         self.emit(Node::Loop { label, body });
-        Operand::Other
+        Operand::Place(result, Vec::new())
+    }
+
+    /// `'b: { .. }`: its value is its tail's or a `break 'b`'s, and the
+    /// state after it joins both.
+    pub(super) fn labelled_block_value(
+        &mut self,
+        label: &syn::Label,
+        block: &syn::Block,
+    ) -> Operand {
+        let label = label.name.ident.to_string();
+        let result = self.temp();
+        let body = self.within(
+            Some(label.clone()),
+            TargetKind::Block,
+            Some(result),
+            |this| {
+                let op = this.block_value(block);
+                this.assign_temp(result, op, false);
+            },
+        );
+        self.emit(Node::Block { label, body });
+        Operand::Place(result, Vec::new())
+    }
+
+    /// `break 'l VALUE`: the value goes to the construct it leaves (read
+    /// where that cannot be found, as before the targets were known).
+    pub(super) fn break_value(&mut self, e: &syn::ExprBreak) {
+        let label = e.label.as_ref().map(|l| l.ident.to_string());
+        if let Some(value) = &e.expr {
+            match self.break_target(label.as_deref()) {
+                Some(result) => {
+                    let op = self.value(value);
+                    self.assign_temp(result, op, false);
+                }
+                None => self.read_expr(value),
+            }
+        }
+        self.emit(Node::Break(label));
+    }
+
+    /// The local a `break` with a value assigns: the labelled construct's,
+    /// or the innermost loop's; none past a closure.
+    fn break_target(&self, label: Option<&str>) -> Option<LocalId> {
+        for target in self.targets.iter().rev() {
+            if target.kind == TargetKind::Closure {
+                return None;
+            }
+            let hit = match label {
+                Some(l) => target.label.as_deref() == Some(l),
+                None => target.kind == TargetKind::Loop,
+            };
+            if hit {
+                return target.result;
+            }
+        }
+        None
+    }
+
+    /// The nodes `f` emits inside a construct a `break` may leave.
+    fn within(
+        &mut self,
+        label: Option<String>,
+        kind: TargetKind,
+        result: Option<LocalId>,
+        f: impl FnOnce(&mut Self),
+    ) -> Vec<Node> {
+        self.targets.push(Target {
+            label,
+            kind,
+            result,
+        });
+        let nodes = self.nodes(f);
+        self.targets.pop();
+        nodes
     }
 
     /// A closure may run any number of times, later: its body is lowered as
@@ -181,7 +260,7 @@ impl Lower {
         self.collect.push(Vec::new());
         self.loops += 1;
         self.scopes.push();
-        let body = self.nodes(|this| {
+        let body = self.within(None, TargetKind::Closure, None, |this| {
             for input in &c.inputs {
                 this.bind_pat(input, Operand::Other, &Kind::Plain);
             }

@@ -112,7 +112,10 @@ impl Lower {
                 )
             }
             Expr::Macro(m) => self.macro_value(&m.mac, false),
-            Expr::Block(b) => self.block_value(&b.block),
+            Expr::Block(b) => match &b.label {
+                Some(label) => self.labelled_block_value(label, &b.block),
+                None => self.block_value(&b.block),
+            },
             Expr::Unsafe(b) => self.block_value(&b.block),
             Expr::If(e) => self.if_value(e),
             Expr::Match(e) => self.match_value(e),
@@ -149,11 +152,7 @@ impl Lower {
                 Operand::Other
             }
             Expr::Break(e) => {
-                if let Some(value) = &e.expr {
-                    self.read_expr(value);
-                }
-                let label = e.label.as_ref().map(|l| l.ident.to_string());
-                self.emit(Node::Break(label));
+                self.break_value(e);
                 Operand::Other
             }
             Expr::Continue(e) => {

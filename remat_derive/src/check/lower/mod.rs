@@ -50,6 +50,23 @@ struct Closure {
     result: LocalId,
 }
 
+/// What a `break` may leave: a loop or a labelled block, whose value (for
+/// `loop` and a block) a `break` with a value assigns; or a closure, which
+/// no `break` leaves.
+struct Target {
+    label: Option<String>,
+    kind: TargetKind,
+    /// The local that holds the construct's value.
+    result: Option<LocalId>,
+}
+
+#[derive(PartialEq, Eq)]
+enum TargetKind {
+    Loop,
+    Block,
+    Closure,
+}
+
 pub(crate) struct Lower {
     mode: Mode,
     /// The node lists being built, innermost last.
@@ -62,6 +79,9 @@ pub(crate) struct Lower {
     closure_sites: HashMap<LocalId, Vec<SiteId>>,
     closures: Vec<Closure>,
     closure_count: usize,
+    /// The loops, labelled blocks and closures around the code, innermost
+    /// last.
+    targets: Vec<Target>,
     seq: usize,
     errors: Vec<(usize, syn::Error)>,
     region_names: RegionNames,
@@ -92,6 +112,7 @@ impl Lower {
             closure_sites: HashMap::new(),
             closures: Vec::new(),
             closure_count: 0,
+            targets: Vec::new(),
             seq: 0,
             errors: Vec::new(),
             region_names: RegionNames::default(),

@@ -1,0 +1,100 @@
+//! Issue 19's holes: programs the check accepted although they read a
+//! `save` output during recomputation, each refused now with a message that
+//! names the tensor, next to the valid variant of the same program, which
+//! stays accepted. One test per hole, named after the construct.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use super::checkpoint_errors;
+
+/// Errors of a `#[checkpoint]` method whose body is `body`.
+fn checkpoint(body: TokenStream) -> Vec<String> {
+    checkpoint_errors(
+        quote!(),
+        quote! {
+            fn forward(&self, x: &Tensor, idx: &Tensor, n: usize, c: bool) -> Tensor { #body }
+        },
+    )
+}
+
+/// Asserts one error, containing each of `parts`.
+#[track_caller]
+fn refused(body: TokenStream, parts: &[&str]) {
+    let errors = checkpoint(body.clone());
+    assert!(
+        errors.len() == 1 && parts.iter().all(|p| errors[0].contains(p)),
+        "expected one error containing {parts:?} for\n{body}\ngot {errors:#?}"
+    );
+}
+
+#[track_caller]
+fn accepted(body: TokenStream) {
+    let errors = checkpoint(body.clone());
+    assert!(
+        errors.is_empty(),
+        "unexpected errors for\n{body}\n{errors:#?}"
+    );
+}
+
+#[test]
+fn labelled_blocks_join_their_breaks() {
+    // Issue 19's program: the block is left by its `break` only.
+    refused(
+        quote! {
+            let mut h = x * 1.0;
+            'b: { remat! { let a = save attention: attention(x); } h = a; break 'b; }
+            (&h + x).tanh()
+        },
+        &["`h` is a view of `a`", "add `needs h;` before this read"],
+    );
+    // A `break 'found` out of a `for` inside the block, or its end.
+    refused(
+        quote! {
+            let mut h = x * 1.0;
+            'found: {
+                for i in 0..n {
+                    remat! { let a = save [i]: attention(x); }
+                    if c { h = a; break 'found; }
+                }
+                h = x * 2.0;
+            }
+            (&h + x).tanh()
+        },
+        &["`h` is a view of `a`"],
+    );
+    // The value a `break 'b` carries is the block's.
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            let h = 'b: { if c { break 'b a; } x * 2.0 };
+            (&h + x).tanh()
+        },
+        &["`h` is a view of `a`"],
+    );
+    // The valid variants: marked on the path that leaves, or before it.
+    accepted(quote! {
+        let mut h = x * 1.0;
+        'b: { remat! { let a = save attention: attention(x); needs a; } h = a; break 'b; }
+        (&h + x).tanh()
+    });
+    accepted(quote! {
+        let mut h = x * 1.0;
+        'b: { remat! { let a = save attention: attention(x); } h = a; break 'b; }
+        remat! { needs h; }
+        (&h + x).tanh()
+    });
+    // A `loop`'s value is its `break`'s: returning it is not a read.
+    accepted(quote! {
+        remat! { let a = save attention: attention(x); }
+        loop { if c { break a; } }
+    });
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            let h = loop { break a.view([-1]); };
+            h.exp()
+        },
+        &["`h` is a view of `a`"],
+    );
+}
