@@ -6,6 +6,7 @@
 //! types are `Send` but not `Sync`).
 
 use crate::capture::Capture;
+use crate::sync::lock;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tch::nn::{Module, ModuleT};
@@ -53,7 +54,7 @@ impl<T> Shared<T> {
     /// assert_eq!(names.lock().len(), 2);
     /// ```
     pub fn lock(&self) -> MutexGuard<'_, T> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.0)
     }
 }
 

@@ -8,6 +8,7 @@ use super::hook_stack::{HookPair, NodeId, Payload, SaveSite};
 use super::node::{NodeCtx, SavedAccess};
 use super::{borrow_tensor, give_tensor, take_tensor};
 use crate::error::panic_message;
+use crate::sync::lock;
 use std::os::raw::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
@@ -152,7 +153,7 @@ unsafe extern "C" fn hooks_unpack(
     };
     match run(err, "saved-tensor unpack hook", || {
         // A poisoned lock only means an earlier unpack panicked; the payload is intact.
-        let payload = payload.lock().unwrap_or_else(|e| e.into_inner());
+        let payload = lock(payload);
         pair.unpack(&**payload)
     }) {
         Some(t) => give_tensor(t),

@@ -10,6 +10,7 @@
 //! H6).
 
 use crate::hooks::state_hooks::RecomputeStateHook;
+use crate::sync::lock;
 use std::any::Any;
 use std::sync::Mutex;
 use tch::Tensor;
@@ -103,18 +104,18 @@ impl BufferStateHook {
     /// assert!(hook.names().is_empty());
     /// ```
     pub fn names(&self) -> Vec<String> {
-        self.lock().iter().map(|(n, _)| n.clone()).collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Tensor)>> {
-        self.buffers.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.buffers).iter().map(|(n, _)| n.clone()).collect()
     }
 }
 
 impl RecomputeStateHook for BufferStateHook {
     fn snapshot(&self) -> Box<dyn Any + Send> {
-        let copies: Vec<Tensor> =
-            tch::no_grad(|| self.lock().iter().map(|(_, t)| t.detach().copy()).collect());
+        let copies: Vec<Tensor> = tch::no_grad(|| {
+            lock(&self.buffers)
+                .iter()
+                .map(|(_, t)| t.detach().copy())
+                .collect()
+        });
         Box::new(copies)
     }
 
@@ -123,7 +124,7 @@ impl RecomputeStateHook for BufferStateHook {
             .downcast_ref::<Vec<Tensor>>()
             .expect("a BufferStateHook snapshot");
         tch::no_grad(|| {
-            for ((name, t), s) in self.lock().iter_mut().zip(copies) {
+            for ((name, t), s) in lock(&self.buffers).iter_mut().zip(copies) {
                 if let Err(e) = t.f_copy_(s) {
                     panic!("cannot restore buffer `{name}` for replay: {e}");
                 }
