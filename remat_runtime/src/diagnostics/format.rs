@@ -1,18 +1,49 @@
 //! Numbers and names as the reports print them.
 
-/// `1536` → `1.50 KiB`.
-pub(crate) fn human_bytes(n: i64) -> String {
+/// Bytes as remat's reports print them: binary units (1 KiB = 1024 B) with
+/// two decimals, whole bytes below 1 KiB.
+///
+/// ```
+/// use remat_runtime::diagnostics::human_bytes;
+/// assert_eq!(human_bytes(512), "512 B");
+/// assert_eq!(human_bytes(1536), "1.50 KiB");
+/// assert_eq!(human_bytes(3 << 20), "3.00 MiB");
+/// assert_eq!(human_bytes(-2048), "-2.00 KiB");
+/// ```
+pub fn human_bytes(n: i64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
+    if n.unsigned_abs() < 1024 {
         return format!("{n} B");
     }
     let mut value = n as f64 / 1024.0;
     let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
+    while value.abs() >= 1024.0 && unit < UNITS.len() - 1 {
         value /= 1024.0;
         unit += 1;
     }
     format!("{value:.2} {}", UNITS[unit])
+}
+
+/// Bytes in MiB with two decimals, whatever the size: for columns that
+/// compare sizes, where [`human_bytes`] would change units between rows.
+///
+/// ```
+/// use remat_runtime::diagnostics::mib;
+/// assert_eq!(mib(3 << 19), "1.50 MiB");
+/// assert_eq!(mib(1 << 10), "0.00 MiB");
+/// ```
+pub fn mib(bytes: i64) -> String {
+    format!("{:.2} MiB", in_mib(bytes))
+}
+
+/// Bytes as a number of MiB, for plots and arithmetic ([`mib`] prints it).
+///
+/// ```
+/// use remat_runtime::diagnostics::in_mib;
+/// assert_eq!(in_mib(3 << 19), 1.5);
+/// ```
+pub fn in_mib(bytes: i64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }
 
 /// `layer.0, layer.1, layer.2, layer.5` → `layer.0-2, layer.5`.

@@ -1,9 +1,11 @@
 //! What the runtime tells about a model: the trace of regions, the memory
 //! report of one checkpoint, the whole-model saved-for-backward report, and
-//! the forward timings the planner profiles.
+//! the forward timings the planner profiles; and how those reports print
+//! bytes and take medians, for other reports to print and measure alike.
 
 pub(crate) mod cuda;
 pub(crate) mod format;
+pub(crate) mod median;
 pub(crate) mod memory_report;
 pub(crate) mod saved_report;
 pub(crate) mod timing;
@@ -12,6 +14,8 @@ pub(crate) mod trace;
 pub use crate::bridge::heap_bytes_in_use;
 pub use crate::checkpointing::checkpoint_state::live_checkpoints;
 pub use cuda::{attach_oom_observer, record_allocation_sites};
+pub use format::{human_bytes, in_mib, mib};
+pub use median::median;
 pub use memory_report::{
     memory_report, InputMemory, KeptStorage, MemoryReport, RegionMemory, StorageView,
 };

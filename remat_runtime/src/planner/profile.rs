@@ -31,6 +31,7 @@ use crate::bridge::storage_key;
 use crate::checkpointing::auto::{self, DecisionTable};
 use crate::checkpointing::policy::Policy;
 use crate::diagnostics::format::human_bytes;
+use crate::diagnostics::median::median;
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
 use crate::diagnostics::timing::{record_into, CheckpointCall, DeviceTimer, ProfileSink};
 use crate::error::{Error, Result};
@@ -436,7 +437,7 @@ fn calibrate(
         }
     }
     for (j, &k) in kinds.iter().enumerate() {
-        let cost = median(std::mem::take(&mut per_block[j]));
+        let cost = median(std::mem::take(&mut per_block[j])).unwrap_or_default();
         let kind = &mut profile.kinds[k];
         kind.fixed_ns = Some((cost - kind.bare_ns as i64).max(0) as u64);
     }
@@ -526,11 +527,6 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
     Ok((layers, kinds, layer_kind))
 }
 
-fn median<T: Ord + Copy + Default>(mut v: Vec<T>) -> T {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
 /// Median forward times of `kind`, over its members and the runs.
 fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointCall>]) {
     let calls: Vec<&CheckpointCall> = samples
@@ -543,15 +539,15 @@ fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointC
         })
         .collect();
     let ns = |d: std::time::Duration| d.as_nanos() as u64;
-    kind.body_ns = median(calls.iter().map(|c| ns(c.elapsed)).collect());
+    kind.body_ns = median(calls.iter().map(|c| ns(c.elapsed))).unwrap_or_default();
     for (r, name) in kind.regions.iter().enumerate() {
         kind.region_ns[r] = median(
             calls
                 .iter()
                 .flat_map(|c| c.regions.iter().filter(|x| &x.name == name))
-                .map(|x| ns(x.elapsed))
-                .collect(),
-        );
+                .map(|x| ns(x.elapsed)),
+        )
+        .unwrap_or_default();
     }
     // Fixed `Save` regions never replay.
     let fixed_saves: Vec<u64> = calls
@@ -564,7 +560,7 @@ fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointC
                 .sum()
         })
         .collect();
-    let skipped = kind.region_ns.iter().sum::<u64>() + median(fixed_saves);
+    let skipped = kind.region_ns.iter().sum::<u64>() + median(fixed_saves).unwrap_or_default();
     kind.bare_ns = kind.body_ns.saturating_sub(skipped);
 }
 
