@@ -3,17 +3,13 @@
 //! Prints medians of repeated runs; run with
 //! `cargo bench --bench region_overhead`.
 
+use remat::diagnostics::median;
 use remat::{checkpoint, recompute_needs_tensor, region, Policy};
 use std::time::{Duration, Instant};
 use tch::{Kind, Tensor};
 
 const REGIONS: usize = 200;
 const RUNS: usize = 30;
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 fn body(x: &Tensor, policy: Option<Policy>) -> Tensor {
     let mut h = x.shallow_clone();
@@ -33,18 +29,16 @@ fn body(x: &Tensor, policy: Option<Policy>) -> Tensor {
 }
 
 fn time(policy: Option<Policy>, backward: bool) -> Duration {
-    let runs = (0..RUNS)
-        .map(|_| {
-            let x = Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
-            let start = Instant::now();
-            let y = checkpoint("bench").call(&x, move |x| body(&x, policy));
-            if backward {
-                y.sum(Kind::Float).backward();
-            }
-            start.elapsed()
-        })
-        .collect();
-    median(runs)
+    let runs = (0..RUNS).map(|_| {
+        let x = Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+        let start = Instant::now();
+        let y = checkpoint("bench").call(&x, move |x| body(&x, policy));
+        if backward {
+            y.sum(Kind::Float).backward();
+        }
+        start.elapsed()
+    });
+    median(runs).expect("RUNS > 0")
 }
 
 fn main() {

@@ -4,16 +4,12 @@
 //! own: it reads process-wide counters.
 
 use remat::diagnostics::live_checkpoints;
+use remat_reference::measure::resident_bytes;
 use remat_reference::model::{batch, Model, ModelPolicy, SMALL};
 
-/// Resident set size in KiB (Linux).
+/// Resident set size in KiB (Linux), the unit /proc counts in.
 fn rss_kib() -> i64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+    resident_bytes().expect("VmRSS in /proc/self/status") as i64 / 1024
 }
 
 /// The growth that counts as flat: allocator noise, not a leak (a leaked

@@ -6,27 +6,24 @@
 
 use crate::planner::Frontier;
 use plotters::prelude::*;
+use remat::diagnostics::in_mib;
 use std::path::Path;
 
 fn err<E: std::fmt::Debug>(e: E) -> String {
     format!("pareto plot: {e:?}")
 }
 
-fn mib(b: i64) -> f64 {
-    b as f64 / (1024.0 * 1024.0)
-}
-
 pub fn draw(path: &Path, f: &Frontier) -> Result<(), String> {
     let mut line: Vec<(f64, f64)> = f
         .sweep
         .iter()
-        .map(|&i| (mib(f.plans[i].bytes), f.plans[i].median() * 1e3))
+        .map(|&i| (in_mib(f.plans[i].bytes), f.plans[i].median() * 1e3))
         .collect();
     line.sort_by(|a, b| a.0.total_cmp(&b.0));
     let hand: Vec<(String, f64, f64)> = f
         .hand
         .iter()
-        .map(|h| (h.label.replace('`', ""), mib(h.bytes), h.median() * 1e3))
+        .map(|h| (h.label.replace('`', ""), in_mib(h.bytes), h.median() * 1e3))
         .collect();
     let xs = line.iter().map(|p| p.0).chain(hand.iter().map(|h| h.1));
     let ys = line.iter().map(|p| p.1).chain(hand.iter().map(|h| h.2));

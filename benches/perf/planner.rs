@@ -8,7 +8,7 @@
 //! round, like the rest of the bench.
 
 use crate::rust_side::{policy_name, step};
-use crate::stats::{median, ratios};
+use crate::stats::{ratios, summary};
 use remat::planner::{self, assignments, measure_kept_bytes, Choice, Plan};
 use remat_reference::model::{Config, ModelPolicy, Setup, POLICIES};
 
@@ -42,7 +42,7 @@ pub struct Variant {
 
 impl Variant {
     pub fn median(&self) -> f64 {
-        median(&self.times)
+        summary(&self.times).median
     }
 }
 

@@ -5,6 +5,7 @@ use crate::planner::{
 };
 use crate::report::ms_with;
 use crate::stats::{summary, Summary};
+use remat::diagnostics::mib;
 use std::fmt::Write;
 
 /// The small config's bound: the plan's measured step time within this
@@ -21,10 +22,6 @@ fn ratio(s: Summary) -> String {
 
 fn kib(b: i64) -> String {
     format!("{:.1} KiB", b as f64 / 1024.0)
-}
-
-fn mib(b: i64) -> String {
-    format!("{:.2} MiB", b as f64 / (1024.0 * 1024.0))
 }
 
 fn bytes_exact(vs: &[&Variant]) -> (usize, usize) {

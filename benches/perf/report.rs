@@ -1,7 +1,8 @@
 //! Collected numbers and the markdown of docs/performance.md.
 
-use crate::stats::{median, ratios, summary, Summary};
+use crate::stats::{ratios, summary, Summary};
 use crate::{Plan, IMPLS};
+use remat::diagnostics::mib;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::process::Command;
@@ -158,10 +159,6 @@ fn us(s: Summary) -> String {
 
 fn ratio(s: Summary) -> String {
     format!("{:.2}× ({:.2}–{:.2})", s.median, s.q1, s.q3)
-}
-
-fn mib(b: i64) -> String {
-    format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
 }
 
 pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
@@ -377,12 +374,12 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
             with.map_or("–".into(), |v| ms(summary(v))),
         );
     }
-    let rf = median(&r.per_region("remat", false));
-    let rfb = median(&r.per_region("remat", true));
+    let rf = summary(&r.per_region("remat", false)).median;
+    let rfb = summary(&r.per_region("remat", true)).median;
     let _ = writeln!(o);
     for peer in ["torch_remat", "torch"] {
-        let pf = median(&r.per_region(peer, false));
-        let pfb = median(&r.per_region(peer, true));
+        let pf = summary(&r.per_region(peer, false)).median;
+        let pfb = summary(&r.per_region(peer, true)).median;
         let _ = writeln!(
             o,
             "remat's per-region cost is {:.3}× {}'s forward and {:.3}× forward+backward (ratio of medians).\n",

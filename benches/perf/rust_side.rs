@@ -3,6 +3,7 @@
 
 use remat::planner::measure_kept_bytes;
 use remat::{checkpoint, region, Policy};
+use remat_reference::measure::{peak_resident_bytes, resident_bytes};
 use remat_reference::model::{Config, ModelPolicy, Setup};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -85,16 +86,10 @@ pub fn chain(regions: bool, backward: bool) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
-/// `VmHWM` and `VmRSS` of this process, in bytes.
+/// `VmHWM` and `VmRSS` of this process, in bytes; -1 without /proc.
 pub fn vm_status() -> (i64, i64) {
-    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
-            .map_or(-1, |kb| kb * 1024)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
+    let bytes = |b: Option<u64>| b.map_or(-1, |b| b as i64);
+    (bytes(peak_resident_bytes()), bytes(resident_bytes()))
 }
 
 /// The memory child: `steps` steps of `cfg` under `policy`; prints the peak

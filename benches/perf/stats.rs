@@ -1,10 +1,20 @@
 //! Medians, quartiles and per-round ratios: how the bench summarises
 //! repeated measurements (each variant once per round, so a ratio taken
 //! within one round cancels drift of the machine between rounds).
+//!
+//! The median is the runtime's (`remat::diagnostics::median`, which the
+//! planner takes of its profile too): one of the values measured.
+
+use remat::diagnostics::median;
+
+/// Measured values; a failed or missing measurement is not a number.
+fn finite(v: &[f64]) -> impl Iterator<Item = f64> + '_ {
+    v.iter().copied().filter(|x| x.is_finite())
+}
 
 /// The `q`-quantile (0..=1) of `v`, by linear interpolation.
 pub fn quantile(v: &[f64], q: f64) -> f64 {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    let mut s: Vec<f64> = finite(v).collect();
     if s.is_empty() {
         return f64::NAN;
     }
@@ -12,10 +22,6 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
     let pos = q * (s.len() - 1) as f64;
     let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
     s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
-}
-
-pub fn median(v: &[f64]) -> f64 {
-    quantile(v, 0.5)
 }
 
 /// Median and interquartile range.
@@ -28,7 +34,7 @@ pub struct Summary {
 
 pub fn summary(v: &[f64]) -> Summary {
     Summary {
-        median: median(v),
+        median: median(finite(v)).unwrap_or(f64::NAN),
         q1: quantile(v, 0.25),
         q3: quantile(v, 0.75),
     }

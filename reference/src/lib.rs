@@ -23,6 +23,7 @@
 
 pub mod gpt_dropout;
 pub mod macros;
+pub mod measure;
 pub mod model;
 pub mod resnet;
 mod runtime_api;

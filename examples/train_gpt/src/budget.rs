@@ -11,9 +11,10 @@
 //! of the weights), so a profile taken in fp32 predicts bytes the training
 //! forward does not keep, and `--check` fails.
 
-use crate::format::{human_bytes, human_ms};
+use crate::format::human_ms;
 use crate::options::Options;
 use crate::protocol::PlanNumbers;
+use remat::diagnostics::human_bytes;
 use remat::planner::{self, measure_kept_bytes, Plan};
 use std::time::Instant;
 use tch::Tensor;

@@ -1,26 +1,8 @@
-//! Byte and time amounts as people read them.
+//! Time amounts as people read them (bytes print as remat's reports print
+//! them, with `remat::diagnostics::human_bytes`, so that the table and the
+//! memory reports beside it agree).
 //!
-//! Invariant: binary units (KiB = 1024 B), three significant figures.
-
-pub fn human_bytes(bytes: i64) -> String {
-    let b = bytes as f64;
-    let (value, unit) = if b.abs() >= 1024.0 * 1024.0 * 1024.0 {
-        (b / (1024.0 * 1024.0 * 1024.0), "GiB")
-    } else if b.abs() >= 1024.0 * 1024.0 {
-        (b / (1024.0 * 1024.0), "MiB")
-    } else if b.abs() >= 1024.0 {
-        (b / 1024.0, "KiB")
-    } else {
-        return format!("{bytes} B");
-    };
-    if value.abs() >= 100.0 {
-        format!("{value:.0} {unit}")
-    } else if value.abs() >= 10.0 {
-        format!("{value:.1} {unit}")
-    } else {
-        format!("{value:.2} {unit}")
-    }
-}
+//! Invariant: three significant figures.
 
 pub fn human_ms(ns: u64) -> String {
     let ms = ns as f64 / 1e6;

@@ -17,7 +17,6 @@ mod format;
 mod options;
 mod plot;
 mod protocol;
-mod rss;
 mod table;
 mod train;
 

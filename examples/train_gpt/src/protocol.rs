@@ -4,6 +4,7 @@
 //! Invariant: losses are written with Rust's shortest round-trip float
 //! formatting, so the parent compares the exact values the child computed.
 
+use remat::diagnostics::median;
 use remat_reference::model::ModelPolicy;
 use std::io::Write;
 
@@ -50,9 +51,7 @@ pub struct PlanNumbers {
 
 impl RunResult {
     pub fn median_step_ns(&self) -> u64 {
-        let mut ns = self.step_ns.clone();
-        ns.sort_unstable();
-        ns.get(ns.len() / 2).copied().unwrap_or(0)
+        median(self.step_ns.iter().copied()).unwrap_or(0)
     }
 }
 

@@ -4,9 +4,10 @@
 //! Invariant: every number comes from a child's own measurement; nothing is
 //! derived but the median and the ratio to `none`.
 
-use crate::format::{human_bytes, human_ms};
+use crate::format::human_ms;
 use crate::options::policy_name;
 use crate::protocol::RunResult;
+use remat::diagnostics::human_bytes;
 use remat_reference::model::ModelPolicy;
 use std::fmt::Write;
 

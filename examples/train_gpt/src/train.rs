@@ -16,12 +16,11 @@
 
 use crate::budget;
 use crate::corpus::{Corpus, Sampler};
-use crate::format::human_bytes;
 use crate::options::{policy_name, Options};
 use crate::protocol::Emit;
-use crate::rss::peak_resident_bytes;
 use indicatif::{ProgressBar, ProgressStyle};
-use remat::{diagnostics::saved_tensors_report, diagnostics::track_saved_tensors};
+use remat::diagnostics::{human_bytes, saved_tensors_report, track_saved_tensors};
+use remat_reference::measure::peak_resident_bytes;
 use remat_reference::model::{Config, Model, ModelPolicy};
 use std::time::Instant;
 use tch::nn::{self, OptimizerConfig};
