@@ -20,7 +20,10 @@ use tch::Tensor;
 /// What a pack hook is packing.
 ///
 /// ```
-/// use remat_runtime::{///     checkpoint, current_saved_tensor_info, recompute_needs_tensor, region, Policy, ///     SavedTensorKind, TensorHooks, ///};
+/// use remat_runtime::{
+///     checkpoint, current_saved_tensor_info, recompute_needs_tensor, region, Policy,
+///     SavedTensorKind, TensorHooks,
+/// };
 /// use std::sync::{Arc, Mutex};
 /// use tch::Tensor;
 ///
