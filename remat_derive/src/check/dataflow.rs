@@ -74,6 +74,14 @@ impl Analysis {
                     let tree = st.eval(value);
                     st.assign(*local, projs, tree, *weak);
                 }
+                Node::Smear {
+                    local,
+                    projs,
+                    value,
+                } => {
+                    let tree = st.eval(value);
+                    st.smear(*local, projs, tree);
+                }
                 Node::Read(read) => self.read(st, read),
                 Node::Needs(op) => st.needs(op),
                 Node::Branch(arms) => {

@@ -96,6 +96,14 @@ pub(crate) enum Node {
         value: Operand,
         weak: bool,
     },
+    /// A write through a reference whose target is somewhere under
+    /// `local.projs` (`cache.get_mut(i)`, `for e in &mut v`): every place
+    /// under it may now hold the value too (a weak write to all of them).
+    Smear {
+        local: LocalId,
+        projs: Vec<Proj>,
+        value: Operand,
+    },
     Read(Read),
     /// `needs x;`: marks the value `x` denotes, if it denotes exactly one.
     Needs(Operand),

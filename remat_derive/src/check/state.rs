@@ -211,6 +211,24 @@ impl State {
         }
     }
 
+    /// Adds every value of `value` to every place under `local.projs`
+    /// (itself included): a write that may land anywhere there.
+    pub(crate) fn smear(&mut self, local: usize, projs: &[Proj], value: Tree) {
+        let key = place_key(projs);
+        let vals: BTreeSet<Val> = value.into_values().flatten().collect();
+        if !self.places.contains_key(&(local, key.clone())) {
+            let here = project(&self.tree_of(local), projs)
+                .remove(&Vec::new())
+                .unwrap_or_default();
+            self.places.insert((local, key.clone()), here);
+        }
+        for ((l, k), held) in self.places.iter_mut() {
+            if *l == local && k.starts_with(&key) {
+                held.extend(vals.iter().cloned());
+            }
+        }
+    }
+
     pub(crate) fn is_marked(&self, val: &Val) -> bool {
         match val {
             Val::Other => true,

@@ -98,3 +98,91 @@ fn labelled_blocks_join_their_breaks() {
         &["`h` is a view of `a`"],
     );
 }
+
+#[test]
+fn writes_through_mut_reborrows_reach_their_target() {
+    // Issue 19's program: `r.t = a` writes `s.t`.
+    refused(
+        quote! {
+            let mut s = S { t: x * 1.0 };
+            remat! { let a = save attention: attention(x); }
+            let r = &mut s; r.t = a;
+            (&s.t + x).tanh()
+        },
+        &[
+            "`s.t` is a view of `a`",
+            "add `needs s.t;` before this read",
+        ],
+    );
+    // `*r = a` through a reference to a field, and a re-borrow of `r`.
+    refused(
+        quote! {
+            let mut s = S { t: x * 1.0 };
+            remat! { let a = save attention: attention(x); }
+            let r = &mut s.t; let q = &mut *r; *q = a;
+            (&s.t + x).tanh()
+        },
+        &["`s.t` is a view of `a`"],
+    );
+    // The KV-cache pattern: an element, by index or by `get_mut`.
+    refused(
+        quote! {
+            let mut cache = vec![S { t: x * 1.0 }];
+            remat! { let k = save attention: attention(x); }
+            let entry = &mut cache[0]; entry.t = k;
+            (&cache[0].t + x).tanh()
+        },
+        &["the output of `save` region `attention`"],
+    );
+    refused(
+        quote! {
+            let mut cache = vec![S { t: x * 1.0 }];
+            remat! { let k = save attention: attention(x); }
+            let entry = cache.get_mut(0).unwrap(); entry.t = k;
+            (&cache[0].t + x).tanh()
+        },
+        &["the output of `save` region `attention`"],
+    );
+    refused(
+        quote! {
+            let mut cache = vec![S { t: x * 1.0 }];
+            remat! { let k = save attention: attention(x); }
+            for entry in &mut cache { entry.t = k.shallow_clone(); }
+            (&cache[0].t + x).tanh()
+        },
+        &["the output of `save` region `attention`"],
+    );
+    refused(
+        quote! {
+            let mut s = S { t: x * 1.0 };
+            remat! { let a = save attention: attention(x); }
+            let S { ref mut t } = s; *t = a;
+            (&s.t + x).tanh()
+        },
+        &["`s.t` is a view of `a`"],
+    );
+    // A reference whose target the check cannot name: the write is a read.
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            let r = &mut *self.slot(); r.t = a;
+            x * 2.0
+        },
+        &["`a` holds the output of `save` region `attention`"],
+    );
+    // The valid variants: marked, or the reference points elsewhere.
+    accepted(quote! {
+        let mut s = S { t: x * 1.0 };
+        remat! { let a = save attention: attention(x); }
+        let r = &mut s; r.t = a;
+        remat! { needs s.t; }
+        (&s.t + x).tanh()
+    });
+    accepted(quote! {
+        let mut s = S { t: x * 1.0 };
+        let mut u = S { t: x * 1.0 };
+        remat! { let a = save attention: attention(x); }
+        let mut r = &mut s; r = &mut u; r.t = a;
+        (&s.t + x).tanh()
+    });
+}

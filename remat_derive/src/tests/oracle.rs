@@ -1,6 +1,6 @@
 //! The check against an execution oracle: random checkpoint bodies (lets of
 //! `save`/`recompute` regions with tuple outputs, assignments to locals and
-//! fields, branches, loops carrying values, `needs` placed or not, regions
+//! fields (directly and through `&mut` re-borrows), branches, loops carrying values, `needs` placed or not, regions
 //! consuming values, bare reads, labelled blocks and `break`s out of them)
 //! go through the check, and through a small
 //! interpreter that simulates the runtime: on the forward it records what
@@ -38,6 +38,9 @@ enum Stmt {
     Plain(usize),
     /// `h.t = vI.shallow_clone();` (field 0 or 1)
     Store(usize, usize),
+    /// The same store through a `&mut` re-borrow: `{ let r = &mut h;
+    /// r.t = ..; }`, or `{ let r = &mut h.t; *r = ..; }` when the flag is set.
+    StoreRef(usize, usize, bool),
     /// `vI = h.t.shallow_clone();`
     Load(usize, usize),
     Needs(usize),
@@ -61,6 +64,7 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         2 => (v(), v()).prop_map(|(a, b)| Stmt::Copy(a, b)),
         1 => v().prop_map(Stmt::Plain),
         1 => (0..2usize, v()).prop_map(|(f, a)| Stmt::Store(f, a)),
+        1 => (0..2usize, v(), any::<bool>()).prop_map(|(f, a, d)| Stmt::StoreRef(f, a, d)),
         1 => (v(), 0..2usize).prop_map(|(a, f)| Stmt::Load(a, f)),
         3 => v().prop_map(Stmt::Needs),
         3 => v().prop_map(Stmt::Read),
@@ -120,6 +124,18 @@ impl Render {
             Stmt::Copy(a, b) => write!(t, "v{a} = v{b}.shallow_clone();").unwrap(),
             Stmt::Plain(a) => write!(t, "v{a} = x.exp();").unwrap(),
             Stmt::Store(f, a) => write!(t, "h.{} = v{a}.shallow_clone();", FIELDS[*f]).unwrap(),
+            Stmt::StoreRef(f, a, false) => write!(
+                t,
+                "{{ let r = &mut h; r.{} = v{a}.shallow_clone(); }}",
+                FIELDS[*f]
+            )
+            .unwrap(),
+            Stmt::StoreRef(f, a, true) => write!(
+                t,
+                "{{ let r = &mut h.{}; *r = v{a}.shallow_clone(); }}",
+                FIELDS[*f]
+            )
+            .unwrap(),
             Stmt::Load(a, f) => write!(t, "v{a} = h.{}.shallow_clone();", FIELDS[*f]).unwrap(),
             Stmt::Needs(a) => write!(t, "remat! {{ needs v{a}; }}").unwrap(),
             Stmt::Read(a) => write!(t, "let _ = v{a}.exp();").unwrap(),
@@ -229,7 +245,7 @@ impl Oracle<'_> {
                 }
                 Stmt::Copy(a, b) => self.vars[*a] = self.vars[*b],
                 Stmt::Plain(a) => self.vars[*a] = Val::Other,
-                Stmt::Store(f, a) => self.fields[*f] = self.vars[*a],
+                Stmt::Store(f, a) | Stmt::StoreRef(f, a, _) => self.fields[*f] = self.vars[*a],
                 Stmt::Load(a, f) => self.vars[*a] = self.fields[*f],
                 Stmt::Needs(a) => {
                     self.kept.insert(self.vars[*a]);

@@ -97,6 +97,7 @@ impl Lower {
     }
 
     pub(super) fn match_value(&mut self, e: &syn::ExprMatch) -> Operand {
+        let referent = self.referent(&e.expr);
         let scrutinee = self.value(&e.expr);
         let temp = self.temp();
         let before = self.region_names.clone();
@@ -107,6 +108,9 @@ impl Lower {
             let nodes = self.nodes(|this| {
                 this.scopes.push();
                 this.bind_pat(&arm.pat, scrutinee.clone(), &Kind::Plain);
+                if let Some(r) = &referent {
+                    this.bind_refs(&arm.pat, r.clone(), true);
+                }
                 if let Some((_, guard)) = &arm.guard {
                     this.read_expr(guard);
                 }
@@ -123,12 +127,17 @@ impl Lower {
     }
 
     pub(super) fn for_value(&mut self, e: &syn::ExprForLoop) -> Operand {
+        let referent = self.referent(&e.expr);
         let iter = self.value(&e.expr);
         let label = e.label.as_ref().map(|l| l.name.ident.to_string());
         self.loops += 1;
         self.scopes.push();
         let body = self.within(label.clone(), TargetKind::Loop, None, |this| {
             this.bind_pat(&e.pat, iter.project(Proj::Index(None)), &Kind::Plain);
+            // `for e in &mut v`: each `e` points to an element of `v`.
+            if let Some(r) = referent {
+                this.bind_refs(&e.pat, r, false);
+            }
             this.block_stmts(&e.body.stmts);
         });
         self.scopes.pop();

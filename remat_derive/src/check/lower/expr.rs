@@ -8,7 +8,7 @@ use syn::Expr;
 
 use super::Lower;
 use crate::ast::{Invocation, Mode};
-use crate::check::ir::{LocalId, Node, Operand, Proj, ReadKind};
+use crate::check::ir::{LocalId, Node, Operand, Proj};
 use crate::check::place::{literal_index, member, place_text, plain_ident, strip};
 use crate::check::report;
 use crate::check::scope::Kind;
@@ -131,20 +131,19 @@ impl Lower {
                 self.read_expr(&e.left);
                 self.read_expr(&e.right);
                 if is_compound(&e.op) {
-                    if let Some((local, projs, weak)) = self.place(&e.left) {
-                        self.emit(Node::Assign {
-                            local,
-                            projs,
-                            value: Operand::Other,
-                            weak,
-                        });
+                    if let Some(place) = self.place(&e.left) {
+                        self.write(place, Operand::Other, &e.right);
                     }
                 }
                 Operand::Other
             }
             Expr::Let(e) => {
+                let referent = self.referent(&e.expr);
                 let op = self.value(&e.expr);
                 self.bind_pat(&e.pat, op, &Kind::Plain);
+                if let Some(r) = referent {
+                    self.bind_refs(&e.pat, r, true);
+                }
                 Operand::Other
             }
             Expr::Return(e) => {
@@ -263,62 +262,57 @@ impl Lower {
             return;
         }
         match self.place(left) {
-            Some((local, projs, weak)) => {
+            Some(place) => {
                 // The whole local is overwritten: no longer an input or a
                 // `recompute` output, for `needs`.
-                if projs.is_empty() {
-                    self.scopes.set_kind(local, Kind::Plain);
+                if place.1.is_empty() && !place.3 {
+                    self.scopes.set_kind(place.0, Kind::Plain);
                 }
-                self.emit(Node::Assign {
-                    local,
-                    projs,
-                    value: op,
-                    weak,
-                });
+                self.write(place, op, right);
             }
             // Stored where the check cannot follow: a read.
-            None => {
-                if !matches!(op, Operand::Other | Operand::Nothing) {
-                    let var = place_text(right);
-                    self.read(op, right.to_token_stream(), var, ReadKind::Bare);
-                }
-            }
+            None => self.escape(op, right),
         }
     }
 
-    /// The place an assignment writes: a local, its fields and indexes, and
+    /// The place an assignment writes: a local, its fields and indexes,
     /// whether the write is weak (through an index: the old contents may
-    /// stay).
-    fn place(&mut self, expr: &Expr) -> Option<(LocalId, Vec<Proj>, bool)> {
+    /// stay), and whether it goes through a `*`.
+    fn place(&mut self, expr: &Expr) -> Option<(LocalId, Vec<Proj>, bool, bool)> {
         match expr {
             Expr::Paren(e) => self.place(&e.expr),
             Expr::Group(e) => self.place(&e.expr),
+            Expr::Unary(e) if matches!(e.op, syn::UnOp::Deref(_)) => {
+                let (id, projs, weak, _) = self.place(&e.expr)?;
+                Some((id, projs, weak, true))
+            }
             Expr::Path(_) => {
                 let ident = plain_ident(expr)?.to_string();
                 match self.scopes.resolve(&ident) {
-                    Some(id) => Some((id, Vec::new(), false)),
+                    Some(id) => Some((id, Vec::new(), false, false)),
                     // In a standalone block, a local from outside.
                     None if self.mode == Mode::Block && ident != "self" => Some((
                         self.scopes.declare_outermost(ident, Kind::Plain),
                         Vec::new(),
+                        false,
                         false,
                     )),
                     None => None,
                 }
             }
             Expr::Field(e) => {
-                let (id, mut projs, weak) = self.place(&e.base)?;
+                let (id, mut projs, weak, deref) = self.place(&e.base)?;
                 projs.push(Proj::Field(member(&e.member)));
-                Some((id, projs, weak))
+                Some((id, projs, weak, deref))
             }
             Expr::Index(e) => {
                 let index = literal_index(&e.index);
                 if index.is_none() {
                     self.read_expr(&e.index);
                 }
-                let (id, mut projs, _) = self.place(&e.expr)?;
+                let (id, mut projs, _, deref) = self.place(&e.expr)?;
                 projs.push(Proj::Index(index));
-                Some((id, projs, true))
+                Some((id, projs, true, deref))
             }
             _ => None,
         }

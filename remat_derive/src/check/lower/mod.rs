@@ -8,7 +8,7 @@
 //! use that is not one of the allowed forms of docs/dsl.md (rule X3) is a read. By what
 //! they lower: `stmt` (statements, `remat!` statements, `let`), `pat`
 //! (bindings), `region` (regions and their arguments), `expr`
-//! (expressions, assignments), `control` (blocks, branches, loops,
+//! (expressions, assignments), `refs` (writes through `&mut`), `control` (blocks, branches, loops,
 //! closures, `return`) and `macros` (macro invocations, by their tokens).
 //! Statements and expressions lower each other, as Rust's blocks are
 //! expressions: the parts call each other's methods on `Lower` and import
@@ -25,6 +25,7 @@ mod control;
 mod expr;
 mod macros;
 mod pat;
+mod refs;
 mod region;
 mod stmt;
 
@@ -82,6 +83,8 @@ pub(crate) struct Lower {
     /// The loops, labelled blocks and closures around the code, innermost
     /// last.
     targets: Vec<Target>,
+    /// Locals bound to a mutable reference: what they point to.
+    refs: HashMap<LocalId, refs::Referent>,
     seq: usize,
     errors: Vec<(usize, syn::Error)>,
     region_names: RegionNames,
@@ -113,6 +116,7 @@ impl Lower {
             closures: Vec::new(),
             closure_count: 0,
             targets: Vec::new(),
+            refs: HashMap::new(),
             seq: 0,
             errors: Vec::new(),
             region_names: RegionNames::default(),

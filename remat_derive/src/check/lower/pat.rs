@@ -26,6 +26,9 @@ impl Lower {
                     self.bind_pat(sub, op.clone(), kind);
                 }
                 let id = self.scopes.declare(&p.ident.to_string(), kind.clone());
+                if p.by_ref.is_some() && p.mutability.is_some() {
+                    self.ref_mut_binding(id, &op);
+                }
                 self.emit(Node::Assign {
                     local: id,
                     projs: Vec::new(),

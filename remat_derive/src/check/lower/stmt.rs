@@ -146,8 +146,12 @@ impl Lower {
         }
         let closure = matches!(strip(&init.expr), Expr::Closure(_));
         let before = self.sites.len();
+        let referent = self.referent(&init.expr);
         let op = self.value(&init.expr);
         self.bind_pat(&local.pat, op, &Kind::Plain);
+        if let Some(r) = referent {
+            self.bind_refs(&local.pat, r, true);
+        }
         if closure {
             if let Pat::Ident(p) = &local.pat {
                 if let Some(id) = self.scopes.resolve(&p.ident.to_string()) {
