@@ -39,7 +39,7 @@ pub(crate) fn place_text(expr: &Expr) -> Option<String> {
             Expr::Paren(e) => base(&e.expr),
             Expr::Group(e) => base(&e.expr),
             Expr::Unary(e) if matches!(e.op, syn::UnOp::Deref(_)) => base(&e.expr),
-            Expr::MethodCall(e) if is_view(&e.method) => base(&e.receiver),
+            Expr::MethodCall(e) if is_view(&e.method, &e.args) => base(&e.receiver),
             Expr::Path(_) => plain_ident(expr).map(|_| expr),
             Expr::Field(e) => base(&e.base).map(|_| expr),
             Expr::Index(e) => base(&e.expr).map(|_| expr),

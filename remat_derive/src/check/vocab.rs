@@ -1,22 +1,28 @@
 //! The names whose meaning the check knows without seeing their code: view
-//! and metadata methods of `Tensor`, constructors that only wrap a value,
+//! methods of `Tensor` (by libtorch's aliasing: only those that never copy,
+//! for the arguments written) and metadata methods, constructors that only wrap a value,
 //! the `std` macros that evaluate their arguments in place, compound
 //! assignment, and `is_recomputing()`. docs/dsl.md states its rules in these
 //! terms; any other call is one the check cannot see into, whose result is
 //! computed (not a `save` output) and whose arguments it reads.
 
-use syn::{Expr, Ident};
+use syn::punctuated::Punctuated;
+use syn::{Expr, Ident, Token};
 
-/// Pure view methods of `Tensor` (docs/dsl.md, rule X2): the result shares the
-/// receiver's storage, so it is a placeholder exactly when the receiver is.
-/// In-place variants (`squeeze_`) are not views.
-pub(crate) fn is_view(method: &Ident) -> bool {
-    let name = method.to_string();
-    if name.ends_with('_') {
-        return false;
-    }
+/// View methods of `Tensor` (docs/dsl.md, rule X2): the result shares the
+/// receiver's storage for every argument they take, so it is a placeholder
+/// exactly when the receiver is, and the runtime's keep (by storage) covers
+/// it. Each is a view in libtorch's schema (`Tensor(a)`, or `Tensor(a)[]`
+/// for the splits) whatever its arguments; tch's `shallow_clone` shares the
+/// tensor itself. Not here, because they may copy: `reshape`, `flatten`,
+/// `contiguous` (a copy unless already contiguous), `to`, the `*_copy`
+/// variants (`view_copy`, `expand_copy`, `squeeze_copy`: always copies), the
+/// in-place variants (`squeeze_`), and anything else: a call the check does
+/// not know reads its receiver. `i` depends on its argument:
+/// `is_view_index`.
+fn is_view_method(name: &str) -> bool {
     matches!(
-        name.as_str(),
+        name,
         "view"
             | "view_as"
             | "narrow"
@@ -26,15 +32,55 @@ pub(crate) fn is_view(method: &Ident) -> bool {
             | "tr"
             | "permute"
             | "unsqueeze"
+            | "squeeze"
+            | "squeeze_dim"
+            | "squeeze_dims"
+            | "expand"
+            | "expand_as"
             | "chunk"
             | "split"
             | "unbind"
-            | "i"
             | "shallow_clone"
             | "detach"
             | "alias"
-    ) || name.starts_with("squeeze")
-        || name.starts_with("expand")
+    )
+}
+
+/// A view call: a view method, or `i` with an index that libtorch turns
+/// into views only.
+pub(crate) fn is_view(method: &Ident, args: &Punctuated<Expr, Token![,]>) -> bool {
+    let name = method.to_string();
+    if name == "i" {
+        return args.len() == 1 && is_view_index(&args[0]);
+    }
+    is_view_method(&name)
+}
+
+/// An argument of tch's `i` that makes a view of the receiver: an integer
+/// (`select`), a range or `..` (`narrow`/`slice`), `NewAxis` (`unsqueeze`),
+/// or a tuple of those. A tensor index is `index_select`, a copy; and any
+/// other expression (a variable, a call) may be one: not a view.
+fn is_view_index(index: &Expr) -> bool {
+    match index {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(_),
+            ..
+        }) => true,
+        Expr::Unary(e) if matches!(e.op, syn::UnOp::Neg(_)) => is_view_index(&e.expr),
+        // A cast to an integer type is an integer.
+        Expr::Cast(e) => matches!(&*e.ty, syn::Type::Path(p)
+        if p.path.get_ident().is_some_and(|t| matches!(
+            t.to_string().as_str(),
+            "i64" | "i32" | "i16" | "i8" | "isize" | "u32" | "u16" | "u8" | "usize"
+        ))),
+        // Ranges of tch's `i` are ranges of integers, whatever their bounds.
+        Expr::Range(_) => true,
+        Expr::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "NewAxis"),
+        Expr::Paren(e) => is_view_index(&e.expr),
+        Expr::Group(e) => is_view_index(&e.expr),
+        Expr::Tuple(t) => t.elems.iter().all(is_view_index),
+        _ => false,
+    }
 }
 
 /// Metadata reads, which work on a placeholder (docs/dsl.md, rule X3).

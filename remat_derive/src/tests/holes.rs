@@ -186,3 +186,84 @@ fn writes_through_mut_reborrows_reach_their_target() {
         (&s.t + x).tanh()
     });
 }
+
+#[test]
+fn copies_are_not_views() {
+    // Issue 19's programs: `i` with a tensor index is `index_select`, a
+    // copy: taking it reads the output, in bare code and in an argument.
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            let rows = a.i(idx);
+            remat! { needs rows; }
+            rows.exp()
+        },
+        &[
+            "`a` holds the output of `save` region `attention`",
+            "add `needs a;` before this read",
+        ],
+    );
+    refused(
+        quote! {
+            remat! {
+                let a = save attention: attention(x);
+                let m = recompute mlp: mlp(&a.i(idx));
+            }
+            m
+        },
+        &["`a` holds the output of `save` region `attention`"],
+    );
+    // An index the check cannot classify, and the `*_copy` variants that
+    // the old prefixes took for views.
+    for copy in [
+        quote!(i(n)),
+        quote!(i(&idx)),
+        quote!(i((.., idx))),
+        quote!(squeeze_copy()),
+        quote!(expand_copy([2, 2], false)),
+        quote!(reshape([-1])),
+        quote!(contiguous()),
+        quote!(flatten(0, -1)),
+    ] {
+        refused(
+            quote! {
+                remat! { let a = save attention: attention(x); }
+                let v = a.#copy;
+                v
+            },
+            &["`a` holds the output of `save` region `attention`"],
+        );
+    }
+    // The valid variants: the output marked before the copy; and the
+    // views of `i` (integers, ranges, `NewAxis`, tuples of them).
+    accepted(quote! {
+        remat! { let a = save attention: attention(x); needs a; }
+        let rows = a.i(idx);
+        rows.exp()
+    });
+    for view in [
+        quote!(i(0)),
+        quote!(i(-1)),
+        quote!(i(n as i64)),
+        quote!(i(1..)),
+        quote!(i(..)),
+        quote!(i((.., 0..2, NewAxis))),
+        quote!(squeeze_dim(0)),
+        quote!(expand_as(x)),
+    ] {
+        refused(
+            quote! {
+                remat! { let a = save attention: attention(x); }
+                let v = a.#view;
+                v.exp()
+            },
+            &["`v` is a view of `a`"],
+        );
+        accepted(quote! {
+            remat! { let a = save attention: attention(x); }
+            let v = a.#view;
+            remat! { needs v; }
+            a.exp() + v.exp()
+        });
+    }
+}

@@ -1,6 +1,7 @@
 //! The check against an execution oracle: random checkpoint bodies (lets of
 //! `save`/`recompute` regions with tuple outputs, assignments to locals and
-//! fields (directly and through `&mut` re-borrows), branches, loops carrying values, `needs` placed or not, regions
+//! fields (directly and through `&mut` re-borrows), views and copies by
+//! `i` (a range, a tensor index), branches, loops carrying values, `needs` placed or not, regions
 //! consuming values, bare reads, labelled blocks and `break`s out of them)
 //! go through the check, and through a small
 //! interpreter that simulates the runtime: on the forward it records what
@@ -34,6 +35,10 @@ enum Stmt {
     Recompute(usize, usize),
     /// `vI = vJ.shallow_clone();` (a view)
     Copy(usize, usize),
+    /// `vI = vJ.i(x);`: `index_select`, a copy, which reads vJ.
+    IndexCopy(usize, usize),
+    /// `vI = vJ.i((.., 0..1));` (a view)
+    IndexView(usize, usize),
     /// `vI = x.exp();`
     Plain(usize),
     /// `h.t = vI.shallow_clone();` (field 0 or 1)
@@ -62,6 +67,8 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         1 => (v(), v()).prop_filter("distinct", |(a, b)| a != b).prop_map(|(a, b)| Stmt::SaveTuple(a, b)),
         1 => (v(), v()).prop_map(|(a, b)| Stmt::Recompute(a, b)),
         2 => (v(), v()).prop_map(|(a, b)| Stmt::Copy(a, b)),
+        1 => (v(), v()).prop_map(|(a, b)| Stmt::IndexCopy(a, b)),
+        1 => (v(), v()).prop_map(|(a, b)| Stmt::IndexView(a, b)),
         1 => v().prop_map(Stmt::Plain),
         1 => (0..2usize, v()).prop_map(|(f, a)| Stmt::Store(f, a)),
         1 => (0..2usize, v(), any::<bool>()).prop_map(|(f, a, d)| Stmt::StoreRef(f, a, d)),
@@ -122,6 +129,8 @@ impl Render {
                 write!(t, "v{a} = remat!(recompute [{k}]: f(&v{b}));").unwrap();
             }
             Stmt::Copy(a, b) => write!(t, "v{a} = v{b}.shallow_clone();").unwrap(),
+            Stmt::IndexCopy(a, b) => write!(t, "v{a} = v{b}.i(x);").unwrap(),
+            Stmt::IndexView(a, b) => write!(t, "v{a} = v{b}.i((.., 0..1));").unwrap(),
             Stmt::Plain(a) => write!(t, "v{a} = x.exp();").unwrap(),
             Stmt::Store(f, a) => write!(t, "h.{} = v{a}.shallow_clone();", FIELDS[*f]).unwrap(),
             Stmt::StoreRef(f, a, false) => write!(
@@ -243,7 +252,11 @@ impl Oracle<'_> {
                     self.kept.insert(self.vars[*b]);
                     self.vars[*a] = Val::Other;
                 }
-                Stmt::Copy(a, b) => self.vars[*a] = self.vars[*b],
+                Stmt::Copy(a, b) | Stmt::IndexView(a, b) => self.vars[*a] = self.vars[*b],
+                Stmt::IndexCopy(a, b) => {
+                    self.read.push(self.vars[*b]);
+                    self.vars[*a] = Val::Other;
+                }
                 Stmt::Plain(a) => self.vars[*a] = Val::Other,
                 Stmt::Store(f, a) | Stmt::StoreRef(f, a, _) => self.fields[*f] = self.vars[*a],
                 Stmt::Load(a, f) => self.vars[*a] = self.fields[*f],

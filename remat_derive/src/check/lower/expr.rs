@@ -65,7 +65,7 @@ impl Lower {
             }
             Expr::MethodCall(call) => {
                 let method = &call.method;
-                if is_view(method) || is_metadata(method) {
+                if is_view(method, &call.args) || is_metadata(method) {
                     for arg in &call.args {
                         self.read_expr(arg);
                     }
