@@ -30,7 +30,7 @@ pub(super) fn scalar_type(kind: Kind) -> std::os::raw::c_int {
 }
 
 /// The [`Kind`] of a `c10::ScalarType` code (the inverse of `scalar_type`).
-pub(super) fn kind_of_code(code: i32) -> Option<Kind> {
+pub(crate) fn kind_of_code(code: i32) -> Option<Kind> {
     const KINDS: [Kind; 20] = [
         Kind::Uint8,
         Kind::Int8,

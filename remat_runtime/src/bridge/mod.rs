@@ -37,7 +37,8 @@ pub use heap::heap_bytes_in_use;
 pub(crate) use hook_stack::{
     hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite,
 };
-pub(crate) use meta::{is_grad_leaf, TensorMeta};
+pub(crate) use kind_code::kind_of_code;
+pub(crate) use meta::{is_grad_leaf, Dims, TensorMeta};
 pub(crate) use node::{
     attach_node, grad_fn_saved, graph_nodes, served_value, NodeBackward, SavedAccess,
 };

@@ -93,7 +93,7 @@ pub fn checkpoint(name: impl Into<String>) -> Checkpoint {
     let name = name.into();
     Checkpoint {
         name: (!name.is_empty()).then_some(name),
-        determinism: Determinism::None,
+        determinism: Determinism::default(),
         state_hooks: Vec::new(),
         saved_tensors_hooks: None,
         enabled: Enabled::On,
@@ -167,8 +167,9 @@ impl Checkpoint {
 
     /// How replay is checked against the forward (default: count only).
     ///
-    /// With [`Determinism::Metadata`], a replay that saves a tensor of
-    /// another shape than the forward did is an error of the backward:
+    /// With [`Determinism::Metadata`] (the default), a recomputation that
+    /// saves a tensor of another shape than the forward did is an error of
+    /// the backward:
     ///
     /// ```
     /// use remat_runtime::{autograd::backward_with, checkpoint, is_recomputing, Determinism};

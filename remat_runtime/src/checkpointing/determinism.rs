@@ -7,42 +7,83 @@
 //!
 //! docs/semantics.md, rule C13 (messages E9, E10).
 
-use tch::{Device, Kind, Tensor};
+use crate::bridge::{kind_of_code, Dims, TensorMeta};
+use tch::{Device, Tensor};
 
-/// How replay is checked against the forward.
+/// How recomputation is checked against the forward.
+///
+/// The default is `Metadata`, as torch.utils.checkpoint's default check:
+/// a recomputation that saves a tensor of another shape, dtype or device
+/// than the forward's save (a cast that depends on `is_recomputing()`, a
+/// body that reads changed global state) fails with a message naming the
+/// save, instead of reaching the forward's grad functions. It costs one
+/// crossing into C++ per save on each run, within the noise of a training
+/// step (docs/determinism.md); `None` turns it
+/// off.
 ///
 /// ```
 /// use remat_runtime::{checkpoint, Determinism};
-/// let ckpt = checkpoint("block").determinism(Determinism::Metadata);
+/// assert_eq!(Determinism::default(), Determinism::Metadata);
+/// let ckpt = checkpoint("block").determinism(Determinism::None);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Determinism {
     /// Only the number of saved tensors is checked.
-    #[default]
     None,
     /// Each refilled tensor must have the shape, dtype and device of the
-    /// original save.
+    /// original save (the default).
+    #[default]
     Metadata,
     /// Debugging mode: also keeps the original values (memory!) and requires
     /// replay to reproduce them bit for bit.
     Bitwise,
 }
 
-/// Shape, dtype and device of a saved tensor.
-#[derive(Clone, Debug, PartialEq)]
+/// Shape, dtype and device of a saved tensor, taken in one crossing with
+/// the shape inline (the check runs once per save on the forward and once
+/// per save during recomputation).
+#[derive(Clone)]
 pub(crate) struct SaveMeta {
-    sizes: Vec<i64>,
-    kind: Kind,
+    dims: Dims,
+    scalar_type: i32,
     device: Device,
 }
 
 impl SaveMeta {
-    fn of(t: &Tensor) -> Self {
-        SaveMeta {
-            sizes: t.size(),
-            kind: t.kind(),
-            device: t.device(),
+    fn of(t: &Tensor) -> Result<Self, String> {
+        let meta = TensorMeta::of(t).map_err(|e| e.to_string())?;
+        Ok(SaveMeta {
+            dims: meta.dims.clone(),
+            scalar_type: meta.scalar_type,
+            device: meta.device,
+        })
+    }
+
+    fn kind(&self) -> String {
+        match kind_of_code(self.scalar_type) {
+            Some(kind) => format!("{kind:?}"),
+            None => format!("ScalarType({})", self.scalar_type),
         }
+    }
+}
+
+impl PartialEq for SaveMeta {
+    fn eq(&self, other: &Self) -> bool {
+        self.scalar_type == other.scalar_type
+            && self.device == other.device
+            && self.dims.sizes() == other.dims.sizes()
+    }
+}
+
+impl std::fmt::Debug for SaveMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SaveMeta {{ sizes: {:?}, kind: {}, device: {:?} }}",
+            self.dims.sizes(),
+            self.kind(),
+            self.device
+        )
     }
 }
 
@@ -58,8 +99,16 @@ impl Determinism {
     pub(crate) fn record(self, saves: &mut Vec<ForwardSave>, t: &Tensor) {
         saves.push(match self {
             Determinism::None => ForwardSave::Nothing,
-            Determinism::Metadata => ForwardSave::Meta(SaveMeta::of(t)),
-            Determinism::Bitwise => ForwardSave::Value(SaveMeta::of(t), t.copy()),
+            // Metadata that cannot be read (libtorch threw) is not checked:
+            // recomputation would fail reading it the same way.
+            Determinism::Metadata => match SaveMeta::of(t) {
+                Ok(meta) => ForwardSave::Meta(meta),
+                Err(_) => ForwardSave::Nothing,
+            },
+            Determinism::Bitwise => match SaveMeta::of(t) {
+                Ok(meta) => ForwardSave::Value(meta, t.copy()),
+                Err(_) => ForwardSave::Nothing,
+            },
         });
     }
 
@@ -75,14 +124,15 @@ impl Determinism {
             Some(ForwardSave::Value(m, v)) => (m, Some(v)),
             _ => return Ok(()),
         };
-        let now = SaveMeta::of(t);
+        let now = SaveMeta::of(t)?;
         if &now != meta {
             // The dtype first when it is what differs: under autocast that is
             // the usual case, and the rest of the metadata then says nothing.
-            let dtype = if now.kind != meta.kind {
+            let dtype = if now.scalar_type != meta.scalar_type {
                 format!(
-                    " (dtype differs: {:?} on the forward, {:?} now)",
-                    meta.kind, now.kind
+                    " (dtype differs: {} on the forward, {} now)",
+                    meta.kind(),
+                    now.kind()
                 )
             } else {
                 String::new()
@@ -98,7 +148,7 @@ impl Determinism {
                     "saved tensor {index} ({:?}) has other values on replay than on the \
                      forward (Determinism::Bitwise); something in the closure is not \
                      deterministic (an RNG without a state hook?)",
-                    meta.sizes
+                    meta.dims.sizes()
                 ));
             }
         }
