@@ -9,7 +9,7 @@
 //! A test binary of its own: it reads the process-wide count of live
 //! checkpoints.
 
-mod common;
+use remat_reference::testing as common;
 
 use common::{assert_bitwise, input};
 use remat::{

@@ -1,7 +1,7 @@
 //! Checkpoint state lifetime, checked with the process-wide live count: in a
 //! test binary of its own, one test, so nothing else runs meanwhile.
 
-mod common;
+use remat_reference::testing as common;
 
 use common::{assert_bitwise, counter, grad_of, input, message};
 use remat::{

@@ -2,7 +2,7 @@
 //! checkpoints) once. A test binary of its own: the report reads every live
 //! checkpoint of the process.
 
-mod common;
+use remat_reference::testing as common;
 
 use common::input;
 use remat::{

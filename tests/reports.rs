@@ -1,8 +1,6 @@
 //! The whole-model report. A test binary of its own with one test: it reads
 //! every live checkpoint of the process, so its cases run one after another.
 
-mod common;
-
 use remat::{
     checkpoint, diagnostics::human_bytes, diagnostics::saved_tensors_report,
     diagnostics::saved_tensors_report_from, diagnostics::track_saved_tensors,

@@ -1,7 +1,7 @@
 //! The stock RNG state hook. A test binary of its own: libtorch's generator
 //! is process-wide, and other tests draw from it.
 
-mod common;
+use remat_reference::testing as common;
 
 use common::assert_bitwise;
 use remat::{autograd::rng_state, checkpoint, region, Policy, RngStateHook};

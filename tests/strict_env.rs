@@ -2,7 +2,7 @@
 //! test binary of its own: the variable is read once, by the first
 //! checkpoint.
 
-mod common;
+use remat_reference::testing as common;
 
 use common::input;
 use remat::{checkpoint, region, Policy};

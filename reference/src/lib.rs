@@ -27,5 +27,6 @@ pub mod measure;
 pub mod model;
 pub mod resnet;
 mod runtime_api;
+pub mod testing;
 
 pub use model::{batch, Config, Model, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL, VOCAB};

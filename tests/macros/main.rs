@@ -4,8 +4,7 @@
 //! cannot see fails at replay with the runtime's placeholder message, and
 //! the trace of the macro model's forward is snapshotted.
 
-#[path = "../common/mod.rs"]
-mod common;
+use remat_reference::testing as common;
 
 mod gradients;
 mod placeholder;

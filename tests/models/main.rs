@@ -6,8 +6,7 @@
 //! `remat::nn::GeneratorLock` while it seeds and draws: the models draw from
 //! libtorch's process-wide generator (docs/testing.md).
 
-#[path = "../common/mod.rs"]
-mod common;
+use remat_reference::testing as common;
 
 mod drop_in;
 mod gpt_dropout;

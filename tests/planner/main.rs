@@ -6,8 +6,7 @@
 //! live checkpoint of the process: they take `LOCK` so that no other test's
 //! graph is alive meanwhile.
 
-#[path = "../common/mod.rs"]
-mod common;
+use remat_reference::testing as common;
 
 mod apply;
 mod autocast;

@@ -1,7 +1,6 @@
 //! Tests of the checkpoint runtime (docs/semantics.md).
 
-#[path = "../common/mod.rs"]
-mod common;
+use remat_reference::testing as common;
 
 mod ambient;
 mod autocast;

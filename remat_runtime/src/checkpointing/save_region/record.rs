@@ -103,7 +103,7 @@ pub(crate) struct Output {
     pub slot: Option<Slot>,
     /// A consumer asked for it (a `Recompute` region or
     /// `recompute_needs_tensor`), as opposed to kept because it is resident
-    /// anyway. Strict replay serves only these.
+    /// anyway. Strict recomputation serves only these.
     pub requested: bool,
 }
 

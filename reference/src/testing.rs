@@ -1,0 +1,88 @@
+//! What the integration tests share: inputs, counters, and comparisons that
+//! are bitwise (the bar for gradients under every policy) and say what
+//! differed. A module of this crate, not a file the tests include by path,
+//! so that every test binary and example uses the same one.
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use tch::{Kind, Tensor};
+
+/// A small float input that requires grad.
+///
+/// ```
+/// assert!(remat_reference::testing::input().requires_grad());
+/// ```
+pub fn input() -> Tensor {
+    Tensor::from_slice(&[0.3f32, -1.2, 0.7, 2.0])
+        .view([2, 2])
+        .set_requires_grad(true)
+}
+
+/// A shared counter for closures.
+///
+/// ```
+/// use std::sync::atomic::Ordering::SeqCst;
+/// let c = remat_reference::testing::counter();
+/// c.fetch_add(1, SeqCst);
+/// assert_eq!(c.load(SeqCst), 1);
+/// ```
+pub fn counter() -> Arc<AtomicUsize> {
+    Arc::new(AtomicUsize::new(0))
+}
+
+/// `x`'s gradient of `loss` (zeroing any earlier one).
+///
+/// ```
+/// let x = remat_reference::testing::input();
+/// let g = remat_reference::testing::grad_of(&x, &(&x * 2.0).sum(tch::Kind::Float));
+/// assert!(g.equal(&(x.ones_like() * 2.0)));
+/// ```
+pub fn grad_of(x: &Tensor, loss: &Tensor) -> Tensor {
+    let _ = x.grad().f_zero_();
+    loss.backward();
+    x.grad().copy()
+}
+
+/// The bits of `t`'s values as `f32` (exact for every float dtype up to
+/// fp32, so bf16 and fp16 compare bitwise too).
+///
+/// ```
+/// let t = tch::Tensor::from_slice(&[1.0f32]);
+/// assert_eq!(remat_reference::testing::bits(&t), [1.0f32.to_bits()]);
+/// ```
+pub fn bits(t: &Tensor) -> Vec<u32> {
+    Vec::<f32>::try_from(t.to_kind(Kind::Float).flatten(0, -1))
+        .unwrap()
+        .into_iter()
+        .map(f32::to_bits)
+        .collect()
+}
+
+/// Panics, naming `what`, unless `a` and `b` have the same shape and bits.
+///
+/// ```
+/// let t = tch::Tensor::from_slice(&[0.5f32, 2.0]);
+/// remat_reference::testing::assert_bitwise(&t, &t.copy(), "a copy");
+/// ```
+pub fn assert_bitwise(a: &Tensor, b: &Tensor, what: &str) {
+    assert_eq!(a.size(), b.size(), "{what}: shapes differ");
+    assert!(bits(a) == bits(b), "{what}: values differ");
+}
+
+/// The message of a panic (from `catch_unwind`), as text; panics if `r`
+/// did not fail.
+///
+/// ```
+/// let r = std::panic::catch_unwind(|| panic!("boom"));
+/// assert_eq!(remat_reference::testing::message(r), "boom");
+/// ```
+pub fn message<T>(r: std::thread::Result<T>) -> String {
+    match r {
+        Ok(_) => panic!("expected a failure"),
+        Err(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    }
+}
