@@ -41,7 +41,8 @@ fn a_plan_profiled_under_bf16_autocast_keeps_its_bytes_and_the_gradients() {
     );
 
     s.model.zero_grad();
-    bf16(|| s.loss(ModelPolicy::None)).backward();
+    let expected_loss = bf16(|| s.loss(ModelPolicy::None));
+    expected_loss.backward();
     let expected = grads(&s);
     let least = Plan::minimum(&profile).predicted.kept_bytes;
     for budget in [least, (least + half) / 2, half] {
@@ -53,7 +54,9 @@ fn a_plan_profiled_under_bf16_autocast_keeps_its_bytes_and_the_gradients() {
             "budget {budget}\n{plan}"
         );
         s.model.zero_grad();
-        bf16(|| plan.scope(|| s.loss(ModelPolicy::Auto))).backward();
+        let loss = bf16(|| plan.scope(|| s.loss(ModelPolicy::Auto)));
+        assert_bitwise(&loss, &expected_loss, &format!("loss under\n{plan}"));
+        loss.backward();
         for ((name, _), (g, e)) in s
             .model
             .named_parameters()
