@@ -54,6 +54,30 @@ fn model_step(blocks: &[Block], x: &Tensor, det: Determinism) -> Duration {
     start.elapsed()
 }
 
+/// `rounds` runs of `run` under each of `None` and `Metadata`, alternating
+/// which goes first; the nanoseconds of each, per variant.
+fn interleaved(
+    rounds: usize,
+    mut run: impl FnMut(Determinism) -> Duration,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut none, mut meta) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [Determinism::None, Determinism::Metadata]
+        } else {
+            [Determinism::Metadata, Determinism::None]
+        };
+        for det in order {
+            let t = run(det).as_secs_f64() * 1e9;
+            match det {
+                Determinism::None => none.push(t),
+                _ => meta.push(t),
+            }
+        }
+    }
+    (none, meta)
+}
+
 fn report(what: &str, unit: f64, label: &str, none: Vec<f64>, meta: Vec<f64>) {
     let (n, m) = (quartiles(none.clone()), quartiles(meta.clone()));
     let ratios: Vec<f64> = meta.iter().zip(&none).map(|(a, b)| a / b).collect();
@@ -76,22 +100,7 @@ fn main() {
         chain(Determinism::None);
         chain(Determinism::Metadata);
     }
-    let (mut none, mut meta) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        // Alternate which variant goes first.
-        let order = if round % 2 == 0 {
-            [Determinism::None, Determinism::Metadata]
-        } else {
-            [Determinism::Metadata, Determinism::None]
-        };
-        for det in order {
-            let t = chain(det).as_secs_f64() * 1e9;
-            match det {
-                Determinism::None => none.push(t),
-                _ => meta.push(t),
-            }
-        }
-    }
+    let (none, meta) = interleaved(rounds, |det| chain(det));
     println!("{rounds} interleaved rounds, one intra-op thread");
     let per_save = |v: &[f64]| v.iter().map(|t| t / REGIONS as f64).collect::<Vec<_>>();
     report(
@@ -106,21 +115,7 @@ fn main() {
     let x = Tensor::randn([MEDIUM.b, MEDIUM.t, MEDIUM.d], FLOAT_CPU).set_requires_grad(true);
     let model_rounds = (rounds / 3).max(5);
     model_step(&model.blocks, &x, Determinism::None);
-    let (mut none, mut meta) = (Vec::new(), Vec::new());
-    for round in 0..model_rounds {
-        let order = if round % 2 == 0 {
-            [Determinism::None, Determinism::Metadata]
-        } else {
-            [Determinism::Metadata, Determinism::None]
-        };
-        for det in order {
-            let t = model_step(&model.blocks, &x, det).as_secs_f64() * 1e9;
-            match det {
-                Determinism::None => none.push(t),
-                _ => meta.push(t),
-            }
-        }
-    }
+    let (none, meta) = interleaved(model_rounds, |det| model_step(&model.blocks, &x, det));
     report(
         &format!("medium model, full, step ({model_rounds} rounds)"),
         1e6,

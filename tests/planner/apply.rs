@@ -1,20 +1,12 @@
 //! Plans at run time: gradients, where the decision is taken, plan files.
 
 use crate::common::{assert_bitwise, counter};
-use crate::{serial, Planned, Setup};
+use crate::{grads, serial, Planned, Setup};
 use remat::planner::{self, Choice, LayerPlan, Plan, Prediction, Target};
 use remat::{checkpoint, recompute_needs_tensor, region, storage::WeakStorage, Policy};
 use remat_reference::model::{ModelPolicy, SMALL};
 use std::sync::atomic::Ordering::SeqCst;
 use tch::{Kind, Tensor};
-
-fn grads(s: &Setup) -> Vec<Tensor> {
-    s.model
-        .named_parameters()
-        .iter()
-        .map(|(_, p)| p.grad().copy())
-        .collect()
-}
 
 /// Gradients under the plans of several budgets (from the least to more
 /// than `none` keeps) equal `none`'s bitwise.

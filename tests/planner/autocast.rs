@@ -3,22 +3,14 @@
 //! the bytes kept under it, and a plan keeps gradients bitwise.
 
 use crate::common::assert_bitwise;
-use crate::{serial, Planned, Setup};
+use crate::{grads, serial, Planned, Setup};
 use remat::planner::{measure_kept_bytes, Plan};
 use remat::{autocast, AutocastGuard};
 use remat_reference::model::{ModelPolicy, SMALL};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Kind};
 
 fn bf16<R>(f: impl FnOnce() -> R) -> R {
     autocast(Device::Cpu, Kind::BFloat16, f)
-}
-
-fn grads(s: &Setup) -> Vec<Tensor> {
-    s.model
-        .named_parameters()
-        .iter()
-        .map(|(_, p)| p.grad().copy())
-        .collect()
 }
 
 #[test]

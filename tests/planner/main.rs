@@ -26,6 +26,15 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Every parameter's gradient, in the model's order.
+pub fn grads(s: &Setup) -> Vec<tch::Tensor> {
+    s.model
+        .named_parameters()
+        .iter()
+        .map(|(_, p)| p.grad().copy())
+        .collect()
+}
+
 /// What the planner tests ask of the reference model's setup.
 pub trait Planned {
     fn profile(&self) -> Profile;
