@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use crate::check::ir::{Body, Node, Proj, Read, ReadId, SiteId};
-use crate::check::state::{join, State, Val};
+use crate::check::state::{join, phase_join, State, Val};
 
 /// Loop iterations before the analysis gives up (never reached in
 /// practice: the lattice is finite and small).
@@ -95,6 +95,12 @@ impl Analysis {
                         out = join(out, end);
                     }
                     state = out;
+                }
+                Node::Phased { forward, replay } => {
+                    let start = state.take();
+                    let fwd = self.run(forward, start.clone());
+                    let rep = self.run(replay, start.clone());
+                    state = phase_join(start.as_ref(), fwd, rep);
                 }
                 Node::Loop { label, body } => {
                     let entry = state.take();

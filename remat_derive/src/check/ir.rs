@@ -109,6 +109,13 @@ pub(crate) enum Node {
     Needs(Operand),
     /// Exclusive paths, joined after.
     Branch(Vec<Vec<Node>>),
+    /// `if is_recomputing()`'s arms: `forward` runs on the forward only,
+    /// `replay` on recomputation only. Joined after, except for marks,
+    /// which are the forward's: `needs` asks on the forward.
+    Phased {
+        forward: Vec<Node>,
+        replay: Vec<Node>,
+    },
     /// A body run any number of times (zero included); `label` for `break`.
     Loop {
         label: Option<String>,

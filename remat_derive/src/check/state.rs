@@ -325,3 +325,28 @@ pub(crate) fn join(a: Option<State>, b: Option<State>) -> Option<State> {
     }
     Some(State { places, marks })
 }
+
+/// Joins the arms of `if is_recomputing()` from `start`: the forward arm
+/// `fwd`, the recomputation arm `rep`. Places join (either arm's holdings,
+/// as seen by the code after); marks are the forward's, since `needs` asks
+/// on the forward and recomputation only reads what it kept, except for a
+/// value the recomputation arm made again (a region in it), whose marks
+/// join as usual.
+pub(crate) fn phase_join(
+    start: Option<&State>,
+    fwd: Option<State>,
+    rep: Option<State>,
+) -> Option<State> {
+    let (Some(start), Some(f), Some(r)) = (start, fwd.clone(), rep.clone()) else {
+        return join(fwd, rep);
+    };
+    let mut out = join(Some(f.clone()), Some(r.clone()))?;
+    for (key, marked) in out.marks.iter_mut() {
+        if r.marks.get(key) == start.marks.get(key) {
+            if let Some(m) = f.marks.get(key) {
+                *marked = m.clone();
+            }
+        }
+    }
+    Some(out)
+}

@@ -161,10 +161,11 @@ pub(crate) fn is_compound(op: &syn::BinOp) -> bool {
 #[derive(PartialEq, Eq)]
 pub(crate) enum Guard {
     /// `if !is_recomputing() { .. }`: skipped on replay, so nothing in it
-    /// reads a placeholder, and a `needs` in it does not run there.
+    /// reads a placeholder; a `needs` in it runs on the forward, where it
+    /// asks the runtime to keep the value.
     ForwardOnly,
-    /// `if is_recomputing() { .. }`: only on replay; its `else` is forward
-    /// only.
+    /// `if is_recomputing() { .. }`: only on replay, where a `needs` has
+    /// no effect; its `else` is forward only.
     ReplayOnly,
 }
 

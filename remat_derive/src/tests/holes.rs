@@ -267,3 +267,61 @@ fn copies_are_not_views() {
         });
     }
 }
+
+#[test]
+fn needs_counts_only_where_it_runs_on_the_forward() {
+    // Issue 19's program: `recompute_needs_tensor` does nothing during
+    // recomputation, so this `needs` keeps nothing.
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            if is_recomputing() { remat! { needs a; } }
+            a.exp()
+        },
+        &[
+            "`a` holds the output of `save` region `attention`",
+            "add `needs a;` before this read",
+        ],
+    );
+    // The `else` of a forward-only test runs on recomputation only.
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            if !remat::is_recomputing() { let y = 1; } else { remat! { needs a; } }
+            a.exp()
+        },
+        &["`a` holds the output of `save` region `attention`"],
+    );
+    // Nor for a read after it in the same arm.
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            if is_recomputing() { remat! { needs a; } let y = a.exp(); }
+            x * 2.0
+        },
+        &["`a` holds the output of `save` region `attention`"],
+    );
+    // Reads in the recomputation arm are checked, as before.
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            if is_recomputing() { let y = a.exp(); }
+            x * 2.0
+        },
+        &["`a` holds the output of `save` region `attention`"],
+    );
+    // The valid variants: a `needs` that runs on the forward counts, in
+    // either form of the test, and together with the recomputation arm's
+    // own values.
+    accepted(quote! {
+        remat! { let a = save attention: attention(x); }
+        if !is_recomputing() { remat! { needs a; } }
+        a.exp()
+    });
+    accepted(quote! {
+        remat! { let a = save attention: attention(x); }
+        if is_recomputing() { let y = x.exp(); } else { remat! { needs a; } }
+        let h = if !is_recomputing() { remat! { needs a; } a.view([-1]) } else { a.view([-1]) };
+        h.exp() + a.exp()
+    });
+}

@@ -1,12 +1,13 @@
 //! The check against an execution oracle: random checkpoint bodies (lets of
 //! `save`/`recompute` regions with tuple outputs, assignments to locals and
-//! fields (directly and through `&mut` re-borrows), views and copies by
-//! `i` (a range, a tensor index), branches, loops carrying values, `needs` placed or not, regions
-//! consuming values, bare reads, labelled blocks and `break`s out of them)
-//! go through the check, and through a small
-//! interpreter that simulates the runtime: on the forward it records what
-//! `needs` and `recompute` regions ask to keep; on replay every other
-//! `save` output is a placeholder, and a bare read of one is the error.
+//! fields, directly and through `&mut` re-borrows, views and copies by `i`
+//! (a range, a tensor index), branches, `is_recomputing()` branches, loops
+//! carrying values, `needs` placed or not, regions consuming values, bare
+//! reads, labelled blocks and `break`s out of them) go through the check,
+//! and through a small interpreter that simulates the runtime in two
+//! passes: on the forward it records what `needs` and `recompute` regions
+//! ask to keep; on replay every other `save` output is a placeholder, and a
+//! bare read of one is the error.
 //! Each program runs for several concrete branch and loop choices.
 //!
 //! Asserted: every program the check accepts runs without a placeholder
@@ -55,6 +56,11 @@ enum Stmt {
     Loop(Vec<Stmt>),
     /// `'bK: { .. }`
     Labelled(Vec<Stmt>),
+    /// `if is_recomputing() { A } else { B }`, or with `!` when the flag is
+    /// set: one arm runs on the forward only, the other on recomputation
+    /// only. The arms hold no regions and no control flow, so that both
+    /// passes make the same instances and draw the same choices.
+    Phased(bool, Vec<Stmt>, Vec<Stmt>),
     /// `if cI { break 'bK; }` out of the innermost labelled block (through
     /// any loops in it); nothing outside one.
     Leave,
@@ -78,6 +84,17 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         1 => (0..2usize).prop_map(Stmt::ReadField),
         1 => Just(Stmt::Leave),
     ];
+    let v = || 0..VARS;
+    let plain = prop_oneof![
+        3 => v().prop_map(Stmt::Needs),
+        3 => v().prop_map(Stmt::Read),
+        1 => (v(), v()).prop_map(|(a, b)| Stmt::Copy(a, b)),
+        1 => v().prop_map(Stmt::Plain),
+    ];
+    let arms = prop::collection::vec(plain, 0..4);
+    let phased =
+        (any::<bool>(), arms.clone(), arms).prop_map(|(not, a, b)| Stmt::Phased(not, a, b));
+    let leaf = prop_oneof![3 => leaf, 1 => phased];
     leaf.prop_recursive(3, 40, 5, |inner| {
         prop_oneof![
             (
@@ -174,6 +191,14 @@ impl Render {
                 self.blocks.pop();
                 self.text.push_str("} ");
             }
+            Stmt::Phased(not, a, b) => {
+                let not = if *not { "!" } else { "" };
+                write!(self.text, "if {not}is_recomputing() {{ ").unwrap();
+                self.stmts(a);
+                self.text.push_str("} else { ");
+                self.stmts(b);
+                self.text.push_str("} ");
+            }
             Stmt::Leave => {
                 if let Some(block) = self.blocks.last() {
                     let id = self.branches;
@@ -224,6 +249,8 @@ struct Oracle<'a> {
     steps: usize,
     /// Labelled blocks entered and not left.
     blocks: usize,
+    /// This pass is recomputation (else the forward).
+    replay: bool,
 }
 
 impl Oracle<'_> {
@@ -286,6 +313,11 @@ impl Oracle<'_> {
                     self.run(body);
                     self.blocks -= 1;
                 }
+                Stmt::Phased(not, a, b) => {
+                    // `!is_recomputing()` holds on the forward.
+                    let arm = if *not != self.replay { a } else { b };
+                    self.run(arm);
+                }
                 Stmt::Leave => {
                     if self.blocks > 0 && self.choice() % 2 == 0 {
                         return true;
@@ -298,27 +330,34 @@ impl Oracle<'_> {
 
     /// Whether replay reads a placeholder: the runtime keeps what the
     /// forward asked for, whenever it asked.
-    fn fails(&self) -> bool {
+    fn fails(&self, kept: &HashSet<Val>) -> bool {
         self.read
             .iter()
-            .any(|v| matches!(v, Val::Saved(..)) && !self.kept.contains(v))
+            .any(|v| matches!(v, Val::Saved(..)) && !kept.contains(v))
     }
 }
 
 fn oracle_fails(stmts: &[Stmt], choices: &[usize]) -> bool {
-    let mut oracle = Oracle {
-        choices,
-        next_choice: Cell::new(0),
-        vars: [Val::Other; VARS],
-        fields: [Val::Other; 2],
-        instances: 0,
-        kept: HashSet::new(),
-        read: Vec::new(),
-        steps: 0,
-        blocks: 0,
+    let pass = |replay| {
+        let mut oracle = Oracle {
+            choices,
+            next_choice: Cell::new(0),
+            vars: [Val::Other; VARS],
+            fields: [Val::Other; 2],
+            instances: 0,
+            kept: HashSet::new(),
+            read: Vec::new(),
+            steps: 0,
+            blocks: 0,
+            replay,
+        };
+        oracle.run(stmts);
+        oracle
     };
-    oracle.run(stmts);
-    oracle.fails()
+    // The forward asks what to keep; recomputation reads, with the same
+    // choices outside `is_recomputing()` branches.
+    let (forward, replay) = (pass(false), pass(true));
+    replay.fails(&forward.kept)
 }
 
 fn check_accepts(stmts: &[Stmt]) -> bool {

@@ -378,11 +378,12 @@ fn more_shapes_refused() {
             },
             "`a` holds the output",
         ),
-        // A mark in a forward-only branch does not count on replay.
+        // A mark in a recomputation-only branch does nothing (issue 19:
+        // this case was the forward-only one, backwards).
         (
             quote! {
                 let a = remat!(save f: f(x));
-                if !is_recomputing() { remat! { needs a; } }
+                if is_recomputing() { remat! { needs a; } }
                 a.exp()
             },
             "`a` holds the output",
@@ -481,6 +482,13 @@ fn more_shapes_accepted() {
             let a = remat!(save f: f(x));
             let y = remat!(recompute g: g(Some(&a), &[a.shallow_clone()]));
             y
+        },
+        // A mark in a forward-only branch runs on the forward, where it
+        // keeps the value (issue 19; refused before, by a backwards rule).
+        quote! {
+            let a = remat!(save f: f(x));
+            if !is_recomputing() { remat! { needs a; } }
+            a.exp()
         },
         // Forward-only code.
         quote! {

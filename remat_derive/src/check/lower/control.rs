@@ -60,40 +60,67 @@ impl Lower {
         result
     }
 
-    /// An `if`; under an `is_recomputing()` guard, the branch that only
-    /// runs forward is not checked.
+    /// An `if`; under an `is_recomputing()` guard one arm runs on the
+    /// forward only (its reads are not checked, its `needs` count) and the
+    /// other on recomputation only (its reads are checked, its `needs` do
+    /// nothing: `recompute_needs_tensor` has no effect there).
     pub(super) fn if_value(&mut self, e: &syn::ExprIf) -> Operand {
         let guard = recomputing_guard(&e.cond);
         let temp = self.temp();
         self.scopes.push();
         self.cond(&e.cond);
         let before = self.region_names.clone();
-        let forward = usize::from(guard == Some(Guard::ForwardOnly));
+        let (then_forward, else_forward) = match guard {
+            Some(Guard::ForwardOnly) => (Some(true), Some(false)),
+            Some(Guard::ReplayOnly) => (Some(false), Some(true)),
+            None => (None, None),
+        };
         let then = self.nodes(|this| {
-            this.unchecked += forward;
-            this.forward_only += forward;
-            let op = this.block_value(&e.then_branch);
-            this.assign_temp(temp, op, false);
-            this.unchecked -= forward;
-            this.forward_only -= forward;
+            this.in_phase(then_forward, |this| {
+                let op = this.block_value(&e.then_branch);
+                this.assign_temp(temp, op, false);
+            });
         });
         self.scopes.pop();
         let after_then = std::mem::replace(&mut self.region_names, before);
-        let forward = usize::from(guard == Some(Guard::ReplayOnly));
         let other = self.nodes(|this| {
-            this.unchecked += forward;
-            this.forward_only += forward;
-            let op = match &e.else_branch {
-                Some((_, else_branch)) => this.value(else_branch),
-                None => Operand::Other,
-            };
-            this.assign_temp(temp, op, false);
-            this.unchecked -= forward;
-            this.forward_only -= forward;
+            this.in_phase(else_forward, |this| {
+                let op = match &e.else_branch {
+                    Some((_, else_branch)) => this.value(else_branch),
+                    None => Operand::Other,
+                };
+                this.assign_temp(temp, op, false);
+            });
         });
         self.region_names.join(after_then);
-        self.emit(Node::Branch(vec![then, other]));
+        let node = match then_forward {
+            Some(true) => Node::Phased {
+                forward: then,
+                replay: other,
+            },
+            Some(false) => Node::Phased {
+                forward: other,
+                replay: then,
+            },
+            None => Node::Branch(vec![then, other]),
+        };
+        self.emit(node);
         Operand::Place(temp, Vec::new())
+    }
+
+    /// Runs `f` in code that runs on the forward only (`Some(true)`), on
+    /// recomputation only (`Some(false)`), or on both.
+    fn in_phase(&mut self, forward: Option<bool>, f: impl FnOnce(&mut Self)) {
+        let (fwd, replay) = match forward {
+            Some(true) => (1, 0),
+            Some(false) => (0, 1),
+            None => (0, 0),
+        };
+        self.unchecked += fwd;
+        self.replay_only += replay;
+        f(self);
+        self.unchecked -= fwd;
+        self.replay_only -= replay;
     }
 
     pub(super) fn match_value(&mut self, e: &syn::ExprMatch) -> Operand {

@@ -18,7 +18,7 @@
 //! sequence (`seq`), so that `Checker::finish` reports the dataflow's
 //! errors and the lowering's in source order; `out` is never empty (each
 //! `nodes` pushes a list and pops it), so every node emitted has a place;
-//! the counters (`loops`, `unchecked`, `forward_only`) come back to where
+//! the counters (`loops`, `unchecked`, `replay_only`) come back to where
 //! they were after each construct that raised them.
 
 mod control;
@@ -91,8 +91,9 @@ pub(crate) struct Lower {
     loops: usize,
     /// Depth of `#[remat(unchecked)]` statements and forward-only code.
     unchecked: usize,
-    /// Depth of forward-only code, where `needs` is not counted.
-    forward_only: usize,
+    /// Depth of code that runs on recomputation only, where `needs` has no
+    /// effect and is not counted.
+    replay_only: usize,
     /// `macro_rules!` defined in the body: name → definition.
     macros: HashMap<String, TokenStream>,
     /// A macro in statement position that may bind names the check
@@ -122,7 +123,7 @@ impl Lower {
             region_names: RegionNames::default(),
             loops: 0,
             unchecked: 0,
-            forward_only: 0,
+            replay_only: 0,
             macros: HashMap::new(),
             opaque_macro: false,
             depth: 0,

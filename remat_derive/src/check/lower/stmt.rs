@@ -183,7 +183,7 @@ impl Lower {
                     }
                 }
             }
-            if self.forward_only == 0 {
+            if self.replay_only == 0 {
                 self.emit(Node::Needs(op));
             }
         }
