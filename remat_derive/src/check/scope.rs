@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::check::ir::LocalId;
 
 /// What a local holds, as far as `needs` is concerned.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A tensor parameter of the checkpoint, which replay gets back as it was.
     Input,
@@ -50,6 +50,17 @@ impl Scopes {
 
     pub(crate) fn resolve(&self, name: &str) -> Option<LocalId> {
         self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
+    /// The names of the innermost scope.
+    pub(crate) fn innermost(&self) -> HashMap<String, LocalId> {
+        self.scopes.last().cloned().unwrap_or_default()
+    }
+
+    /// What `name` means outside the innermost scope.
+    pub(crate) fn resolve_outside(&self, name: &str) -> Option<LocalId> {
+        let outer = &self.scopes[..self.scopes.len().saturating_sub(1)];
+        outer.iter().rev().find_map(|s| s.get(name).copied())
     }
 
     /// A local that no name refers to (a temporary).

@@ -39,6 +39,13 @@ impl RegionNames {
     pub(crate) fn join(&mut self, other: RegionNames) {
         self.seen.extend(other.seen);
     }
+
+    /// These names, less `other`'s.
+    pub(crate) fn without(&self, other: &RegionNames) -> RegionNames {
+        RegionNames {
+            seen: self.seen.difference(&other.seen).cloned().collect(),
+        }
+    }
 }
 
 /// What `needs NAME;` does, for a plain name.

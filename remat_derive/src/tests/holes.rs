@@ -325,3 +325,89 @@ fn needs_counts_only_where_it_runs_on_the_forward() {
         h.exp() + a.exp()
     });
 }
+
+#[test]
+fn cfg_statements_are_alternatives() {
+    // Issue 19's program: either `let` may be the one compiled in, and a
+    // removed `let` shadows nothing.
+    refused(
+        quote! {
+            remat! {
+                #[cfg(debug_assertions)]
+                let attn = save attention: attention(x);
+                #[cfg(not(debug_assertions))]
+                let attn = recompute attention: attention(x);
+            }
+            attn.exp()
+        },
+        &[
+            "`attn` holds the output of `save` region `attention`",
+            "or pass `attn` to a region",
+        ],
+    );
+    // The same with `let`s of bare code, and with a removed shadowing
+    // `let` of a computed value.
+    refused(
+        quote! {
+            #[cfg(debug_assertions)]
+            let attn = remat!(save attention: attention(x));
+            #[cfg(not(debug_assertions))]
+            let attn = remat!(recompute attention: attention(x));
+            attn.exp()
+        },
+        &["`attn` holds the output of `save` region `attention`"],
+    );
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            #[cfg(feature = "fast")]
+            let a = x.exp();
+            a.exp()
+        },
+        &["`a` holds the output of `save` region `attention`"],
+    );
+    // An expression statement and a `remat!` block under `#[cfg]`.
+    refused(
+        quote! {
+            let mut h = x * 1.0;
+            remat! { let a = save attention: attention(x); }
+            #[cfg(debug_assertions)]
+            { h = a; }
+            h.exp()
+        },
+        &["`h` is a view of `a`"],
+    );
+    // The valid variants: the output passed to a region or returned, or
+    // marked in the same cfg'd statement that makes it.
+    accepted(quote! {
+        remat! {
+            #[cfg(debug_assertions)]
+            let attn = save attention: attention(x);
+            #[cfg(not(debug_assertions))]
+            let attn = recompute attention: attention(x);
+            let y = recompute mlp: mlp(&attn);
+        }
+        attn
+    });
+    accepted(quote! {
+        #[cfg(debug_assertions)]
+        remat! { let attn = save attention: attention(x); needs attn; }
+        #[cfg(not(debug_assertions))]
+        remat! { let attn = recompute attention: attention(x); }
+        attn.exp()
+    });
+    // The same region name in two cfg'd statements is no duplicate; with
+    // a statement that is not cfg'd, it is.
+    let errors = checkpoint(quote! {
+        remat! {
+            #[cfg(debug_assertions)]
+            let attn = save attention: attention(x);
+            let y = recompute attention: attention(x);
+        }
+        y
+    });
+    assert!(
+        errors.len() == 1 && errors[0].contains("region name `attention` is used twice"),
+        "{errors:#?}"
+    );
+}

@@ -3,7 +3,8 @@
 //! fields, directly and through `&mut` re-borrows, views and copies by `i`
 //! (a range, a tensor index), branches, `is_recomputing()` branches, loops
 //! carrying values, `needs` placed or not, regions consuming values, bare
-//! reads, labelled blocks and `break`s out of them) go through the check,
+//! reads, labelled blocks and `break`s out of them, shadowing `let`s under
+//! `#[cfg]`) go through the check,
 //! and through a small interpreter that simulates the runtime in two
 //! passes: on the forward it records what `needs` and `recompute` regions
 //! ask to keep; on replay every other `save` output is a placeholder, and a
@@ -61,6 +62,9 @@ enum Stmt {
     /// only. The arms hold no regions and no control flow, so that both
     /// passes make the same instances and draw the same choices.
     Phased(bool, Vec<Stmt>, Vec<Stmt>),
+    /// `#[cfg(feature = "fK")] let mut vI = x.exp();`: a shadowing `let`
+    /// that may be compiled out; the shadow ends with its block.
+    CfgLet(usize),
     /// `if cI { break 'bK; }` out of the innermost labelled block (through
     /// any loops in it); nothing outside one.
     Leave,
@@ -83,6 +87,7 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         3 => v().prop_map(Stmt::Read),
         1 => (0..2usize).prop_map(Stmt::ReadField),
         1 => Just(Stmt::Leave),
+        1 => v().prop_map(Stmt::CfgLet),
     ];
     let v = || 0..VARS;
     let plain = prop_oneof![
@@ -199,6 +204,11 @@ impl Render {
                 self.stmts(b);
                 self.text.push_str("} ");
             }
+            Stmt::CfgLet(a) => {
+                let id = self.branches;
+                self.branches += 1;
+                write!(t, "#[cfg(feature = \"f{id}\")] let mut v{a} = x.exp();").unwrap();
+            }
             Stmt::Leave => {
                 if let Some(block) = self.blocks.last() {
                     let id = self.branches;
@@ -251,6 +261,9 @@ struct Oracle<'a> {
     blocks: usize,
     /// This pass is recomputation (else the forward).
     replay: bool,
+    /// Per block being run: the variables a `let` shadowed in it, with the
+    /// values they get back at its end.
+    shadows: Vec<Vec<(usize, Val)>>,
 }
 
 impl Oracle<'_> {
@@ -260,8 +273,18 @@ impl Oracle<'_> {
         self.choices[i % self.choices.len()]
     }
 
-    /// Runs `stmts`; true when a `break` leaves the innermost labelled block.
+    /// Runs the block `stmts`; true when a `break` leaves the innermost
+    /// labelled block.
     fn run(&mut self, stmts: &[Stmt]) -> bool {
+        self.shadows.push(Vec::new());
+        let left = self.run_stmts(stmts);
+        for (a, old) in self.shadows.pop().unwrap_or_default().into_iter().rev() {
+            self.vars[a] = old;
+        }
+        left
+    }
+
+    fn run_stmts(&mut self, stmts: &[Stmt]) -> bool {
         for s in stmts {
             self.steps += 1;
             match s {
@@ -318,6 +341,15 @@ impl Oracle<'_> {
                     let arm = if *not != self.replay { a } else { b };
                     self.run(arm);
                 }
+                Stmt::CfgLet(a) => {
+                    if self.choice() % 2 == 0 {
+                        let frame = self.shadows.last_mut().expect("in a block");
+                        if !frame.iter().any(|(v, _)| v == a) {
+                            frame.push((*a, self.vars[*a]));
+                        }
+                        self.vars[*a] = Val::Other;
+                    }
+                }
                 Stmt::Leave => {
                     if self.blocks > 0 && self.choice() % 2 == 0 {
                         return true;
@@ -350,6 +382,7 @@ fn oracle_fails(stmts: &[Stmt], choices: &[usize]) -> bool {
             steps: 0,
             blocks: 0,
             replay,
+            shadows: Vec::new(),
         };
         oracle.run(stmts);
         oracle

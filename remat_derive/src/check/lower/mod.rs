@@ -6,7 +6,8 @@
 //! view of one, a fresh `save` output, a tuple or array of those, one of
 //! several after a branch) and to the reads they perform on the way: every
 //! use that is not one of the allowed forms of docs/dsl.md (rule X3) is a read. By what
-//! they lower: `stmt` (statements, `remat!` statements, `let`), `pat`
+//! they lower: `stmt` (statements, `remat!` statements, `let`), `cfg`
+//! (statements under `#[cfg]`), `pat`
 //! (bindings), `region` (regions and their arguments), `expr`
 //! (expressions, assignments), `refs` (writes through `&mut`), `control` (blocks, branches, loops,
 //! closures, `return`) and `macros` (macro invocations, by their tokens).
@@ -21,6 +22,7 @@
 //! the counters (`loops`, `unchecked`, `replay_only`) come back to where
 //! they were after each construct that raised them.
 
+mod cfg;
 mod control;
 mod expr;
 mod macros;
@@ -85,9 +87,15 @@ pub(crate) struct Lower {
     targets: Vec<Target>,
     /// Locals bound to a mutable reference: what they point to.
     refs: HashMap<LocalId, refs::Referent>,
+    /// A name after a `#[cfg]`'d `let`: the locals it may be (the `let`'s,
+    /// or the one it would have shadowed), which its writes may reach.
+    alternates: HashMap<LocalId, Vec<LocalId>>,
     seq: usize,
     errors: Vec<(usize, syn::Error)>,
     region_names: RegionNames,
+    /// The region names that `#[cfg]`'d statements used, which another
+    /// `#[cfg]`'d statement may use again (only one may be compiled in).
+    cfg_names: RegionNames,
     loops: usize,
     /// Depth of `#[remat(unchecked)]` statements and forward-only code.
     unchecked: usize,
@@ -118,9 +126,11 @@ impl Lower {
             closure_count: 0,
             targets: Vec::new(),
             refs: HashMap::new(),
+            alternates: HashMap::new(),
             seq: 0,
             errors: Vec::new(),
             region_names: RegionNames::default(),
+            cfg_names: RegionNames::default(),
             loops: 0,
             unchecked: 0,
             replay_only: 0,

@@ -1,4 +1,5 @@
-//! Places behind `&mut` references: a local bound to a mutable reference
+//! Places behind `&mut` references, and the locals a write may reach
+//! (also after a `#[cfg]`'d `let`, `cfg`): a local bound to a mutable reference
 //! aliases its target for writes, as a borrow checker models it. A write
 //! through `r` (`r.t = a`, `*r = a`, `r[0] = a`) writes `r`'s own copy and
 //! every place `r` may point to; where the target is only known to be
@@ -236,12 +237,61 @@ impl Lower {
             };
             self.emit(node);
         }
+        // A name a `#[cfg]`'d `let` may or may not have bound: the write
+        // may reach either local.
+        let mut alternates = self.alternates.get(&local).cloned().unwrap_or_default();
+        while let Some(alt) = alternates.pop() {
+            if let Some(more) = self.alternates.get(&alt) {
+                alternates.extend(more.iter().copied());
+            }
+            self.emit(Node::Assign {
+                local: alt,
+                projs: projs.clone(),
+                value: value.clone(),
+                weak: true,
+            });
+        }
         self.emit(Node::Assign {
             local,
             projs,
             value,
             weak,
         });
+    }
+
+    /// `joined` is `new` on one path and `old` on another (a `#[cfg]`'d
+    /// binding): it points to what either points to, and runs the regions
+    /// of either closure.
+    pub(super) fn alias_locals(&mut self, joined: LocalId, new: LocalId, old: Option<LocalId>) {
+        let ids: Vec<LocalId> = std::iter::once(new).chain(old).collect();
+        let sites: Vec<Vec<usize>> = ids
+            .iter()
+            .filter_map(|id| self.closure_sites.get(id).cloned())
+            .collect();
+        if !sites.is_empty() {
+            let mut all: Vec<usize> = sites.into_iter().flatten().collect();
+            all.sort_unstable();
+            all.dedup();
+            self.closure_sites.insert(joined, all);
+        }
+        let referents: Vec<Referent> = ids
+            .iter()
+            .filter_map(|id| self.refs.get(id).cloned())
+            .collect();
+        if referents.is_empty() {
+            return;
+        }
+        let mut places = Vec::new();
+        for r in referents {
+            match r {
+                Referent::Places(ts) => places.extend(ts),
+                Referent::Unknown => {
+                    self.refs.insert(joined, Referent::Unknown);
+                    return;
+                }
+            }
+        }
+        self.refs.insert(joined, Referent::Places(places));
     }
 
     /// A value stored where the check cannot follow it: a read.

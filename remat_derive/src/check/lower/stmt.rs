@@ -29,14 +29,13 @@ impl Lower {
                 ast::Stmt::Region(stmt) => {
                     self.unchecked += usize::from(stmt.unchecked);
                     let cfg = stmt.attrs.iter().any(|a| a.path().is_ident("cfg"));
-                    let nodes = self.nodes(|this| {
+                    self.maybe_cfg(cfg, |this| {
                         let op = this.region(&stmt.region);
                         if let Some(pat) = &stmt.pat {
                             this.bind_region_output(pat, &stmt.region, op);
                         }
                     });
                     self.unchecked -= usize::from(stmt.unchecked);
-                    self.splice(nodes, cfg);
                 }
                 ast::Stmt::Needs(stmt) => self.needs(stmt),
                 ast::Stmt::MissingCall(stmt) => {
@@ -75,15 +74,6 @@ impl Lower {
         }
     }
 
-    /// Nodes of a statement, optional under `#[cfg]`.
-    fn splice(&mut self, nodes: Vec<Node>, cfg: bool) {
-        if cfg {
-            self.emit(Node::Branch(vec![nodes, Vec::new()]));
-        } else if let Some(out) = self.out.last_mut() {
-            out.extend(nodes);
-        }
-    }
-
     /// Runs `f` with the statement's `#[remat(unchecked)]` in force, and
     /// makes it optional under `#[cfg]`.
     pub(super) fn with_attrs(&mut self, stmt: &syn::Stmt, f: impl FnOnce(&mut Self)) {
@@ -99,9 +89,8 @@ impl Lower {
         };
         let cfg = attrs.iter().any(|a| a.path().is_ident("cfg"));
         self.unchecked += usize::from(unchecked);
-        let nodes = self.nodes(f);
+        self.maybe_cfg(cfg, f);
         self.unchecked -= usize::from(unchecked);
-        self.splice(nodes, cfg);
     }
 
     pub(super) fn stmt(&mut self, stmt: &syn::Stmt) {
