@@ -34,6 +34,9 @@ pub(crate) enum Operand {
     Fresh(SiteId),
     /// A tuple or struct built in place: each part at its projection.
     Parts(Vec<(Proj, Operand)>),
+    /// A struct built with update syntax (`S { t: a, ..base }`): `base`'s
+    /// parts, but for the fields written, which are these.
+    Update(Box<Operand>, Vec<(Proj, Operand)>),
     /// One of these, depending on the path taken.
     Union(Vec<Operand>),
     /// A projection of an operand.

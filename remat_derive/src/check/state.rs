@@ -152,6 +152,20 @@ impl State {
                 }
                 tree
             }
+            Operand::Update(base, parts) => {
+                let mut tree = self.eval(base);
+                for (proj, part) in parts {
+                    let key = place_key(std::slice::from_ref(proj));
+                    tree.retain(|k, _| !k.starts_with(&key));
+                    tree.insert(key.clone(), BTreeSet::new());
+                    for (k, v) in self.eval(part) {
+                        let mut path = key.clone();
+                        path.extend(k);
+                        tree.entry(path).or_default().extend(v);
+                    }
+                }
+                tree
+            }
             Operand::Union(ops) => {
                 let mut tree = Tree::new();
                 for op in ops {

@@ -112,6 +112,16 @@ pub(crate) fn is_wrapping_call(constructor: &str) -> bool {
     matches!(constructor, "Some" | "Ok" | "Err")
 }
 
+/// A call of this name builds a tuple struct or enum variant (`Pair(a, b)`,
+/// `P(a, b)`): by Rust's naming convention, a name in upper camel case
+/// (`SCREAMING_CASE`, a static's, is not one). A function named so (rustc
+/// warns about it) would be taken for one, and its arguments not read
+/// (dsl.md L8).
+pub(crate) fn is_constructor(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && (name.chars().any(|c| c.is_ascii_lowercase()) || name.len() <= 2)
+}
+
 /// Macros of `std` whose arguments are expressions evaluated in place.
 pub(crate) fn is_std_macro(name: &str) -> bool {
     matches!(

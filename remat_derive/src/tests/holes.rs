@@ -1,7 +1,10 @@
 //! Issue 19's holes: programs the check accepted although they read a
 //! `save` output during recomputation, each refused now with a message that
 //! names the tensor, next to the valid variant of the same program, which
-//! stays accepted. One test per hole, named after the construct.
+//! stays accepted. One test per hole, named after the construct: here
+//! control flow and places (labelled blocks, `&mut` re-borrows, copies
+//! taken for views); `holes_phase` has `needs` on recomputation, `#[cfg]`,
+//! and the valid programs the check refused.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -9,7 +12,7 @@ use quote::quote;
 use super::checkpoint_errors;
 
 /// Errors of a `#[checkpoint]` method whose body is `body`.
-fn checkpoint(body: TokenStream) -> Vec<String> {
+pub(super) fn checkpoint(body: TokenStream) -> Vec<String> {
     checkpoint_errors(
         quote!(),
         quote! {
@@ -20,7 +23,7 @@ fn checkpoint(body: TokenStream) -> Vec<String> {
 
 /// Asserts one error, containing each of `parts`.
 #[track_caller]
-fn refused(body: TokenStream, parts: &[&str]) {
+pub(super) fn refused(body: TokenStream, parts: &[&str]) {
     let errors = checkpoint(body.clone());
     assert!(
         errors.len() == 1 && parts.iter().all(|p| errors[0].contains(p)),
@@ -29,7 +32,7 @@ fn refused(body: TokenStream, parts: &[&str]) {
 }
 
 #[track_caller]
-fn accepted(body: TokenStream) {
+pub(super) fn accepted(body: TokenStream) {
     let errors = checkpoint(body.clone());
     assert!(
         errors.is_empty(),
@@ -266,148 +269,4 @@ fn copies_are_not_views() {
             a.exp() + v.exp()
         });
     }
-}
-
-#[test]
-fn needs_counts_only_where_it_runs_on_the_forward() {
-    // Issue 19's program: `recompute_needs_tensor` does nothing during
-    // recomputation, so this `needs` keeps nothing.
-    refused(
-        quote! {
-            remat! { let a = save attention: attention(x); }
-            if is_recomputing() { remat! { needs a; } }
-            a.exp()
-        },
-        &[
-            "`a` holds the output of `save` region `attention`",
-            "add `needs a;` before this read",
-        ],
-    );
-    // The `else` of a forward-only test runs on recomputation only.
-    refused(
-        quote! {
-            remat! { let a = save attention: attention(x); }
-            if !remat::is_recomputing() { let y = 1; } else { remat! { needs a; } }
-            a.exp()
-        },
-        &["`a` holds the output of `save` region `attention`"],
-    );
-    // Nor for a read after it in the same arm.
-    refused(
-        quote! {
-            remat! { let a = save attention: attention(x); }
-            if is_recomputing() { remat! { needs a; } let y = a.exp(); }
-            x * 2.0
-        },
-        &["`a` holds the output of `save` region `attention`"],
-    );
-    // Reads in the recomputation arm are checked, as before.
-    refused(
-        quote! {
-            remat! { let a = save attention: attention(x); }
-            if is_recomputing() { let y = a.exp(); }
-            x * 2.0
-        },
-        &["`a` holds the output of `save` region `attention`"],
-    );
-    // The valid variants: a `needs` that runs on the forward counts, in
-    // either form of the test, and together with the recomputation arm's
-    // own values.
-    accepted(quote! {
-        remat! { let a = save attention: attention(x); }
-        if !is_recomputing() { remat! { needs a; } }
-        a.exp()
-    });
-    accepted(quote! {
-        remat! { let a = save attention: attention(x); }
-        if is_recomputing() { let y = x.exp(); } else { remat! { needs a; } }
-        let h = if !is_recomputing() { remat! { needs a; } a.view([-1]) } else { a.view([-1]) };
-        h.exp() + a.exp()
-    });
-}
-
-#[test]
-fn cfg_statements_are_alternatives() {
-    // Issue 19's program: either `let` may be the one compiled in, and a
-    // removed `let` shadows nothing.
-    refused(
-        quote! {
-            remat! {
-                #[cfg(debug_assertions)]
-                let attn = save attention: attention(x);
-                #[cfg(not(debug_assertions))]
-                let attn = recompute attention: attention(x);
-            }
-            attn.exp()
-        },
-        &[
-            "`attn` holds the output of `save` region `attention`",
-            "or pass `attn` to a region",
-        ],
-    );
-    // The same with `let`s of bare code, and with a removed shadowing
-    // `let` of a computed value.
-    refused(
-        quote! {
-            #[cfg(debug_assertions)]
-            let attn = remat!(save attention: attention(x));
-            #[cfg(not(debug_assertions))]
-            let attn = remat!(recompute attention: attention(x));
-            attn.exp()
-        },
-        &["`attn` holds the output of `save` region `attention`"],
-    );
-    refused(
-        quote! {
-            remat! { let a = save attention: attention(x); }
-            #[cfg(feature = "fast")]
-            let a = x.exp();
-            a.exp()
-        },
-        &["`a` holds the output of `save` region `attention`"],
-    );
-    // An expression statement and a `remat!` block under `#[cfg]`.
-    refused(
-        quote! {
-            let mut h = x * 1.0;
-            remat! { let a = save attention: attention(x); }
-            #[cfg(debug_assertions)]
-            { h = a; }
-            h.exp()
-        },
-        &["`h` is a view of `a`"],
-    );
-    // The valid variants: the output passed to a region or returned, or
-    // marked in the same cfg'd statement that makes it.
-    accepted(quote! {
-        remat! {
-            #[cfg(debug_assertions)]
-            let attn = save attention: attention(x);
-            #[cfg(not(debug_assertions))]
-            let attn = recompute attention: attention(x);
-            let y = recompute mlp: mlp(&attn);
-        }
-        attn
-    });
-    accepted(quote! {
-        #[cfg(debug_assertions)]
-        remat! { let attn = save attention: attention(x); needs attn; }
-        #[cfg(not(debug_assertions))]
-        remat! { let attn = recompute attention: attention(x); }
-        attn.exp()
-    });
-    // The same region name in two cfg'd statements is no duplicate; with
-    // a statement that is not cfg'd, it is.
-    let errors = checkpoint(quote! {
-        remat! {
-            #[cfg(debug_assertions)]
-            let attn = save attention: attention(x);
-            let y = recompute attention: attention(x);
-        }
-        y
-    });
-    assert!(
-        errors.len() == 1 && errors[0].contains("region name `attention` is used twice"),
-        "{errors:#?}"
-    );
 }

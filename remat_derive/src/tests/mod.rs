@@ -4,7 +4,9 @@ mod check;
 mod expand;
 mod fuzz;
 mod holes;
+mod holes_phase;
 mod oracle;
+mod oracle_program;
 mod parse;
 mod soundness;
 

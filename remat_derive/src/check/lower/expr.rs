@@ -12,7 +12,9 @@ use crate::check::ir::{LocalId, Node, Operand, Proj};
 use crate::check::place::{literal_index, member, place_text, plain_ident, strip};
 use crate::check::report;
 use crate::check::scope::Kind;
-use crate::check::vocab::{is_compound, is_iteration, is_metadata, is_view, is_wrapping_call};
+use crate::check::vocab::{
+    is_compound, is_constructor, is_iteration, is_metadata, is_view, is_wrapping_call,
+};
 
 /// The deepest expression nesting the check lowers.
 const MAX_DEPTH: usize = 256;
@@ -101,15 +103,16 @@ impl Lower {
                 Operand::Parts(vec![(Proj::Index(None), self.value(&r.expr))])
             }
             Expr::Struct(s) => {
-                if let Some(rest) = &s.rest {
-                    self.read_expr(rest);
+                let fields: Vec<(Proj, Operand)> = s
+                    .fields
+                    .iter()
+                    .map(|f| (Proj::Field(member(&f.member)), self.value(&f.expr)))
+                    .collect();
+                // `..base` moves the other fields of `base`: not a read.
+                match &s.rest {
+                    Some(rest) => Operand::Update(Box::new(self.value(rest)), fields),
+                    None => Operand::Parts(fields),
                 }
-                Operand::Parts(
-                    s.fields
-                        .iter()
-                        .map(|f| (Proj::Field(member(&f.member)), self.value(&f.expr)))
-                        .collect(),
-                )
             }
             Expr::Macro(m) => self.macro_value(&m.mac, false),
             Expr::Block(b) => match &b.label {
@@ -190,12 +193,22 @@ impl Lower {
     /// A call that is not a region: a wrapping constructor carries its
     /// argument; calling a closure bound to a local runs its regions again.
     fn call_value(&mut self, call: &syn::ExprCall) -> Operand {
-        if call.args.len() == 1 {
-            if let Expr::Path(p) = &*call.func {
-                let last = p.path.segments.last().map(|s| s.ident.to_string());
-                if last.as_deref().is_some_and(is_wrapping_call) {
-                    return self.value(&call.args[0]);
-                }
+        if let Expr::Path(p) = &*call.func {
+            let last = p.path.segments.last().map(|s| s.ident.to_string());
+            if call.args.len() == 1 && last.as_deref().is_some_and(is_wrapping_call) {
+                return self.value(&call.args[0]);
+            }
+            // `P(a, b)`: a tuple struct or variant, by Rust's naming
+            // convention (functions are snake case), built in place.
+            let local = plain_ident(&call.func).and_then(|i| self.scopes.resolve(&i.to_string()));
+            if local.is_none() && last.as_deref().is_some_and(is_constructor) {
+                return Operand::Parts(
+                    call.args
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| (Proj::Field(i.to_string()), self.value(e)))
+                        .collect(),
+                );
             }
         }
         if let Some(id) = plain_ident(&call.func).and_then(|i| self.scopes.resolve(&i.to_string()))
