@@ -270,3 +270,32 @@ fn copies_are_not_views() {
         });
     }
 }
+
+#[test]
+fn a_call_given_mut_may_return_a_reference_into_it() {
+    refused(
+        quote! {
+            let mut s = S { t: x * 1.0 };
+            remat! { let a = save attention: attention(x); }
+            let r = slot(&mut s); r.t = a;
+            (&s.t + x).tanh()
+        },
+        &["`s.t` is a view of `a`"],
+    );
+    refused(
+        quote! {
+            let mut cache = vec![S { t: x * 1.0 }];
+            remat! { let k = save attention: attention(x); }
+            let e = self.pick(&mut cache, 0); e.t = k;
+            (&cache[0].t + x).tanh()
+        },
+        &["the output of `save` region `attention`"],
+    );
+    accepted(quote! {
+        let mut s = S { t: x * 1.0 };
+        remat! { let a = save attention: attention(x); }
+        let r = slot(&mut s); r.t = a;
+        remat! { needs a; }
+        (&s.t + x).tanh()
+    });
+}

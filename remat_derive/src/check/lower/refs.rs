@@ -60,7 +60,7 @@ fn passes_ref(method: &str) -> bool {
 impl Lower {
     /// What `expr` refers to, if the code shows it is a mutable reference:
     /// `&mut P`, a reference local, `P.get_mut(..)` and any `*_mut` method
-    /// (and `.unwrap()` of them).
+    /// (and `.unwrap()` of them), a call given `&mut P`.
     pub(super) fn referent(&self, expr: &Expr) -> Option<Referent> {
         match expr {
             Expr::Paren(e) => self.referent(&e.expr),
@@ -85,10 +85,25 @@ impl Lower {
                             .map_or(Referent::Unknown, |(l, p, w)| self.expand(l, p, w, true)),
                     );
                 }
-                None
+                self.returned_ref(call.args.iter())
             }
+            Expr::Call(call) => self.returned_ref(call.args.iter()),
             _ => None,
         }
+    }
+
+    /// A call given `&mut P` may return a reference into `P`: somewhere
+    /// under each such argument (`None` when there is none).
+    fn returned_ref<'a>(&self, args: impl Iterator<Item = &'a Expr>) -> Option<Referent> {
+        let mut places = Vec::new();
+        for arg in args {
+            match self.referent(arg) {
+                Some(Referent::Places(ts)) => places.extend(ts),
+                Some(Referent::Unknown) => return Some(Referent::Unknown),
+                None => {}
+            }
+        }
+        (!places.is_empty()).then(|| Referent::Places(places).smeared())
     }
 
     /// The place an expression names, without reads (its index
