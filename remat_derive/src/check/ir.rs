@@ -22,6 +22,9 @@ pub(crate) enum Proj {
     Field(String),
     /// `[i]`: `Some(i)` for a literal index, `None` for any other.
     Index(Option<u32>),
+    /// The pieces of a split view (`chunk`, `split`, `unbind`), which share
+    /// the storage of what was split: a mark of any piece keeps them all.
+    Split,
 }
 
 /// What an expression's value may hold, built from places and fresh

@@ -61,6 +61,7 @@ fn elem(proj: &Proj) -> Proj {
             Err(_) => Proj::Field(name.clone()),
         },
         Proj::Index(i) => Proj::Index(*i),
+        Proj::Split => Proj::Split,
     }
 }
 
@@ -292,6 +293,12 @@ impl State {
             elems,
         }) = vals.into_iter().next()
         {
+            // The runtime keeps a tensor's whole storage: marking a piece of
+            // a split view marks what was split.
+            let mut elems = elems;
+            if let Some(split) = elems.iter().position(|p| *p == Proj::Split) {
+                elems.truncate(split);
+            }
             if elems.contains(&Proj::Index(None)) {
                 return;
             }

@@ -46,6 +46,11 @@ fn is_view_method(name: &str) -> bool {
     )
 }
 
+/// View methods whose result is a list of views of one storage.
+pub(crate) fn is_split_view(method: &Ident) -> bool {
+    matches!(method.to_string().as_str(), "chunk" | "split" | "unbind")
+}
+
 /// A view call: a view method, or `i` with an index that libtorch turns
 /// into views only.
 pub(crate) fn is_view(method: &Ident, args: &Punctuated<Expr, Token![,]>) -> bool {

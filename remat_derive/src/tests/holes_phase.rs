@@ -205,3 +205,40 @@ fn struct_update_and_tuple_structs_carry_their_parts() {
         &["`a` holds the output of `save` region `attention`"],
     );
 }
+
+#[test]
+fn a_needed_piece_of_a_split_view_keeps_every_piece() {
+    // Issue 19's valid program: the runtime keeps the whole storage, so
+    // every piece of the split is served.
+    accepted(quote! {
+        remat! { let a = save attention: attention(x); }
+        let parts = a.chunk(3, 0);
+        remat! { needs parts[0]; }
+        parts[1].exp() + a.exp()
+    });
+    accepted(quote! {
+        remat! { let a = save attention: attention(x); }
+        let parts = a.unbind(0);
+        remat! { needs parts[n]; }
+        parts[0].exp()
+    });
+    // Unmarked, a piece is still the output; and the elements of a
+    // multi-tensor output are separate tensors, marked one by one.
+    refused(
+        quote! {
+            remat! { let a = save attention: attention(x); }
+            let parts = a.split(2, 0);
+            parts[1].exp()
+        },
+        &["`parts[1]` is a view of `a`", "add `needs parts[1];`"],
+    );
+    refused(
+        quote! {
+            remat! { let (a, b) = save attention: attention(x); }
+            let parts = a.chunk(2, 0);
+            remat! { needs parts[0]; }
+            parts[1].exp() + b.exp()
+        },
+        &["`b` holds the output of `save` region `attention`"],
+    );
+}

@@ -1,7 +1,7 @@
 //! The check against an execution oracle: random checkpoint bodies (lets of
 //! `save`/`recompute` regions with tuple outputs, assignments to locals and
 //! fields, directly and through `&mut` re-borrows, views and copies by `i`
-//! (a range, a tensor index), branches, `is_recomputing()` branches, loops
+//! (a range, a tensor index), pieces of `chunk`, branches, `is_recomputing()` branches, loops
 //! carrying values, `needs` placed or not, regions consuming values, bare
 //! reads, labelled blocks and `break`s out of them, shadowing `let`s under
 //! `#[cfg]`; `oracle_program` draws and renders them) go through the
@@ -86,7 +86,11 @@ impl Oracle<'_> {
                     self.kept.insert(self.vars[*b]);
                     self.vars[*a] = Val::Other;
                 }
-                Stmt::Copy(a, b) | Stmt::IndexView(a, b) => self.vars[*a] = self.vars[*b],
+                // A view, or a piece of one: the same storage, which is
+                // what the runtime keeps.
+                Stmt::Copy(a, b) | Stmt::IndexView(a, b) | Stmt::Piece(a, b, _) => {
+                    self.vars[*a] = self.vars[*b]
+                }
                 Stmt::IndexCopy(a, b) => {
                     self.read.push(self.vars[*b]);
                     self.vars[*a] = Val::Other;

@@ -25,6 +25,9 @@ pub(super) enum Stmt {
     IndexCopy(usize, usize),
     /// `vI = vJ.i((.., 0..1));` (a view)
     IndexView(usize, usize),
+    /// `vI = vJ.chunk(2, 0)[K].shallow_clone();`: a piece of a split view,
+    /// which shares vJ's storage.
+    Piece(usize, usize, usize),
     /// `vI = x.exp();`
     Plain(usize),
     /// `h.t = vI.shallow_clone();` (field 0 or 1)
@@ -63,6 +66,7 @@ pub(super) fn stmt() -> impl Strategy<Value = Stmt> {
         2 => (v(), v()).prop_map(|(a, b)| Stmt::Copy(a, b)),
         1 => (v(), v()).prop_map(|(a, b)| Stmt::IndexCopy(a, b)),
         1 => (v(), v()).prop_map(|(a, b)| Stmt::IndexView(a, b)),
+        1 => (v(), v(), 0..2usize).prop_map(|(a, b, k)| Stmt::Piece(a, b, k)),
         1 => v().prop_map(Stmt::Plain),
         1 => (0..2usize, v()).prop_map(|(f, a)| Stmt::Store(f, a)),
         1 => (0..2usize, v(), any::<bool>()).prop_map(|(f, a, d)| Stmt::StoreRef(f, a, d)),
@@ -137,6 +141,9 @@ impl Render {
             Stmt::Copy(a, b) => write!(t, "v{a} = v{b}.shallow_clone();").unwrap(),
             Stmt::IndexCopy(a, b) => write!(t, "v{a} = v{b}.i(x);").unwrap(),
             Stmt::IndexView(a, b) => write!(t, "v{a} = v{b}.i((.., 0..1));").unwrap(),
+            Stmt::Piece(a, b, k) => {
+                write!(t, "v{a} = v{b}.chunk(2, 0)[{k}].shallow_clone();").unwrap()
+            }
             Stmt::Plain(a) => write!(t, "v{a} = x.exp();").unwrap(),
             Stmt::Store(f, a) => write!(t, "h.{} = v{a}.shallow_clone();", FIELDS[*f]).unwrap(),
             Stmt::StoreRef(f, a, false) => write!(

@@ -13,7 +13,8 @@ use crate::check::place::{literal_index, member, place_text, plain_ident, strip}
 use crate::check::report;
 use crate::check::scope::Kind;
 use crate::check::vocab::{
-    is_compound, is_constructor, is_iteration, is_metadata, is_view, is_wrapping_call,
+    is_compound, is_constructor, is_iteration, is_metadata, is_split_view, is_view,
+    is_wrapping_call,
 };
 
 /// The deepest expression nesting the check lowers.
@@ -74,6 +75,8 @@ impl Lower {
                     let receiver = self.value(&call.receiver);
                     return if is_metadata(method) {
                         Operand::Other
+                    } else if is_split_view(method) {
+                        receiver.project(Proj::Split)
                     } else {
                         receiver
                     };
