@@ -168,6 +168,19 @@ const LINES: &[&str] = &[
     "(a, b)",
     "let f = |a| a + 1;",
     "match a { Some(a) => a, None => b }",
+    // Issue 19's constructs.
+    "break 'b;",
+    "break 'b a;",
+    "continue;",
+    "let r = &mut h; r.t = a;",
+    "let e = cache.get_mut(0).unwrap(); *e = a;",
+    "let S { ref mut t, .. } = s; *t = a;",
+    "let rows = a.i(&idx);",
+    "let p = a.chunk(2, 0);",
+    "#[cfg(debug_assertions)] let a = x.exp();",
+    "#[cfg(not(debug_assertions))]",
+    "let s = S { t: a, ..s };",
+    "let p = P(a, b);",
 ];
 
 const OPENERS: &[&str] = &[
@@ -181,6 +194,10 @@ const OPENERS: &[&str] = &[
     "remat!",
     "",
     "while let Some(a) = it.next()",
+    "'b:",
+    "'b: loop",
+    "for e in &mut cache",
+    "#[cfg(feature = \"f\")]",
 ];
 
 fn piece() -> impl Strategy<Value = Piece> {
