@@ -8,7 +8,7 @@
 //! docs/performance.md records a run and the default it chose.
 
 use remat::{checkpoint, region, Determinism, Policy};
-use remat_reference::model::{attention, ln, mlp, Block, Model, MEDIUM};
+use remat_reference::model::{attention, ln, mlp, Block, Model, MEDIUM, SMALL};
 use std::time::{Duration, Instant};
 use tch::{kind::FLOAT_CPU, Kind, Tensor};
 
@@ -91,12 +91,15 @@ fn report(what: &str, unit: f64, label: &str, none: Vec<f64>, meta: Vec<f64>) {
 fn main() {
     tch::set_num_threads(1);
     tch::manual_seed(0);
+    // `cargo bench` appends `--bench`; `cargo test --all-targets` runs the
+    // bench without it, as a smoke test: one round, the small config.
+    let benching = std::env::args().any(|a| a == "--bench");
     let rounds = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(31);
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(if benching { 31 } else { 1 });
     // Warm up allocator and libtorch's kernels.
-    for _ in 0..3 {
+    for _ in 0..(if benching { 3 } else { 0 }) {
         chain(Determinism::None);
         chain(Determinism::Metadata);
     }
@@ -111,13 +114,17 @@ fn main() {
         per_save(&meta),
     );
 
-    let model = Model::new(MEDIUM, 0);
-    let x = Tensor::randn([MEDIUM.b, MEDIUM.t, MEDIUM.d], FLOAT_CPU).set_requires_grad(true);
-    let model_rounds = (rounds / 3).max(5);
+    let cfg = if benching { MEDIUM } else { SMALL };
+    let model = Model::new(cfg, 0);
+    let x = Tensor::randn([cfg.b, cfg.t, cfg.d], FLOAT_CPU).set_requires_grad(true);
+    let model_rounds = if benching { (rounds / 3).max(5) } else { 1 };
     model_step(&model.blocks, &x, Determinism::None);
     let (none, meta) = interleaved(model_rounds, |det| model_step(&model.blocks, &x, det));
     report(
-        &format!("medium model, full, step ({model_rounds} rounds)"),
+        &format!(
+            "{} model, full, step ({model_rounds} rounds)",
+            if benching { "medium" } else { "small" }
+        ),
         1e6,
         "ms",
         none,
