@@ -49,15 +49,10 @@ pub fn storage_nbytes(t: &Tensor) -> i64 {
     unsafe { ffi::remat_storage_nbytes(t.as_ptr()) }
 }
 
-/// `t`'s offset into its storage, in elements.
-///
-/// ```
-/// use remat_runtime::storage_offset;
-/// let t = tch::Tensor::zeros([4, 4], tch::kind::FLOAT_CPU);
-/// assert_eq!(storage_offset(&t), 0);
-/// assert_eq!(storage_offset(&t.select(0, 2)), 8);
-/// ```
-pub fn storage_offset(t: &Tensor) -> i64 {
+/// `t`'s offset into its storage, in elements, in one crossing (tch's
+/// `Tensor::storage_offset` goes through the dispatcher; a `Save` region
+/// asks once per saved input view).
+pub(crate) fn storage_offset(t: &Tensor) -> i64 {
     // SAFETY: `t` is a live tensor.
     unsafe { ffi::remat_storage_offset(t.as_ptr()) }
 }

@@ -21,25 +21,10 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-/// The two runs of a checkpoint's closure.
-///
-/// ```
-/// use remat_runtime::{checkpoint, is_recomputing, Phase};
-/// use std::sync::{Arc, Mutex};
-///
-/// let phases = Arc::new(Mutex::new(Vec::new()));
-/// let seen = phases.clone();
-/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU).set_requires_grad(true);
-/// let y = checkpoint("block").call(&x, move |x| {
-///     let phase = if is_recomputing() { Phase::Recompute } else { Phase::Forward };
-///     seen.lock().unwrap().push(phase);
-///     x.sin()
-/// });
-/// y.sum(tch::Kind::Float).backward();
-/// assert_eq!(*phases.lock().unwrap(), [Phase::Forward, Phase::Recompute]);
-/// ```
+/// The two runs of a checkpoint's closure (`is_recomputing()` tells them
+/// apart from the outside).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// The original run.
     Forward,
     /// The replay inside backward.
