@@ -103,7 +103,7 @@ fn main() {
         chain(Determinism::None);
         chain(Determinism::Metadata);
     }
-    let (none, meta) = interleaved(rounds, |det| chain(det));
+    let (none, meta) = interleaved(rounds, chain);
     println!("{rounds} interleaved rounds, one intra-op thread");
     let per_save = |v: &[f64]| v.iter().map(|t| t / REGIONS as f64).collect::<Vec<_>>();
     report(
