@@ -1,10 +1,15 @@
-//! The stock RNG state hook. A test binary of its own: libtorch's generator
-//! is process-wide, and other tests draw from it.
+//! The stock RNG state hook, and a hand-written one. A test binary of its
+//! own: libtorch's generator is process-wide, and other tests draw from it;
+//! the tests here take `GeneratorLock` so that they do not race each other.
 
 use remat_reference::testing as common;
 
 use common::assert_bitwise;
-use remat::{autograd::rng_state, checkpoint, region, Policy, RngStateHook};
+use remat::nn::GeneratorLock;
+use remat::{autograd::rng_state, checkpoint, region, Policy, RecomputeStateHook, RngStateHook};
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use tch::{Device, Kind, Tensor};
 
 fn body(x: &Tensor) -> Tensor {
@@ -15,6 +20,7 @@ fn body(x: &Tensor) -> Tensor {
 #[test]
 // docs/semantics.md, rules H3 and H6 (the outer stream is restored also when recomputation fails).
 fn dropout_replays_the_forward_mask_and_the_outer_stream_is_untouched() {
+    let _generator = GeneratorLock::acquire();
     let x = Tensor::linspace(-1.0, 1.0, 256, (Kind::Float, Device::Cpu)).set_requires_grad(true);
 
     tch::manual_seed(5);
@@ -57,4 +63,40 @@ fn dropout_replays_the_forward_mask_and_the_outer_stream_is_untouched() {
     tch::manual_seed(5);
     checkpoint("c").call(&x, |x| body(&x)).backward();
     assert!(!x.grad().equal(&plain));
+}
+
+#[test]
+// docs/semantics.md, rules H3 and C14.
+fn dropout_replays_identically_with_a_state_hook_around_the_rng() {
+    let _generator = GeneratorLock::acquire();
+    struct Seed(Arc<AtomicU64>);
+    impl RecomputeStateHook for Seed {
+        fn snapshot(&self) -> Box<dyn Any + Send> {
+            Box::new(self.0.load(Ordering::SeqCst))
+        }
+        fn restore(&self, s: &(dyn Any + Send)) {
+            self.0
+                .store(*s.downcast_ref::<u64>().unwrap(), Ordering::SeqCst);
+        }
+    }
+    // Each dropout seeds libtorch's generator from the counter, then advances it.
+    let seed = Arc::new(AtomicU64::new(1));
+    let s = seed.clone();
+    let x = Tensor::ones([64], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    let masks = Arc::new(Mutex::new(Vec::new()));
+    let m = masks.clone();
+    let y = checkpoint("c")
+        .state_hook(Seed(seed.clone()))
+        .call(&x, move |x| {
+            tch::manual_seed(s.fetch_add(1, Ordering::SeqCst) as i64);
+            let h = x.dropout(0.5, true);
+            m.lock()
+                .unwrap()
+                .push(Vec::<f32>::try_from(h.detach()).unwrap());
+            h.sin()
+        });
+    y.sum(Kind::Float).backward();
+    let masks = masks.lock().unwrap();
+    assert_eq!(masks.len(), 2);
+    assert_eq!(masks[0], masks[1]);
 }
