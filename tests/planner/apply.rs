@@ -63,6 +63,7 @@ fn replay_keeps_the_forward_decision() {
             kept_bytes: 0,
             peak_bytes: 0,
             replay_ns: 0,
+            spread_ns: 0,
         },
     };
     let (y, out) = {

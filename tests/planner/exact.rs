@@ -1,7 +1,9 @@
 //! Predictions equal measurements, and the solver is exact (brute force).
 
 use crate::{serial, Planned, Setup};
-use remat::planner::{assignments, measure_kept_bytes, predict, Choice, Plan};
+use remat::planner::{
+    assignments, measure_kept_bytes, predict, Choice, Estimate, Plan, Prediction,
+};
 use remat_reference::model::{ModelPolicy, SMALL};
 
 #[test]
@@ -18,9 +20,11 @@ fn repeated_layers_are_profiled_once() {
     assert_eq!(kind.choices.len(), 5);
     // One timing run, one run per choice but the baseline, then the
     // calibration: a warm-up step, and per round (one) a step with every
-    // block whole and one with the kind's blocks checkpointed, all saved.
-    assert_eq!(profile.runs, 1 + 4 + 1 + 2);
-    assert!(kind.fixed_ns.is_some(), "{profile}");
+    // block whole, one with the kind's blocks checkpointed, all saved, and
+    // one per region recomputed alone.
+    assert_eq!(profile.runs, 1 + 4 + 1 + (1 + 1 + 2));
+    assert!(kind.step_measured, "{profile}");
+    assert_eq!(kind.region_cost.len(), 2);
     let (b, t, d) = (SMALL.b, SMALL.t, SMALL.d);
     assert_eq!(kind.input_sizes, [vec![b, t, d]]);
     assert_eq!(kind.input_bytes, b * t * d * 4);
@@ -98,10 +102,12 @@ fn hand_policies_are_predicted_exactly() {
 }
 
 /// The solver against brute force over every assignment, for every budget
-/// that separates two assignments: the planner's choice fits and is the
-/// cheapest predicted among those that fit, for kept bytes and for peak.
+/// that separates two assignments: the planner's choice fits, and its
+/// interval (replay ± spread) overlaps the fastest one's (the tie rule
+/// itself is tested on synthetic profiles, tests/planner/stable.rs), for
+/// kept bytes and for peak.
 #[test]
-fn the_plan_is_the_cheapest_within_budget() {
+fn the_plan_is_as_fast_as_the_fastest_within_budget() {
     let _serial = serial();
     let s = Setup::new(SMALL);
     let profile = s.profile();
@@ -122,18 +128,20 @@ fn the_plan_is_the_cheapest_within_budget() {
         .collect();
     budgets.sort_unstable();
     budgets.dedup();
-    let mut differing_layers = false;
+    let limit = |p: &Prediction| p.replay_ns as i64 + p.spread_ns as i64;
+    let low = |p: &Prediction| p.replay_ns as i64 - p.spread_ns as i64;
     for &budget in &budgets {
         let best_kept = predictions
             .iter()
             .filter(|p| p.kept_bytes <= budget)
-            .map(|p| p.replay_ns)
-            .min();
+            .min_by_key(|p| (p.replay_ns, p.kept_bytes));
         match (Plan::for_budget(&profile, budget), best_kept) {
             (Ok(plan), Some(best)) => {
                 assert!(plan.predicted.kept_bytes <= budget);
-                assert_eq!(plan.predicted.replay_ns, best, "budget {budget}\n{plan}");
-                differing_layers |= plan.layers[0].choice != plan.layers[1].choice;
+                assert!(
+                    low(&plan.predicted) <= limit(best),
+                    "budget {budget}\n{plan}"
+                );
             }
             (Err(_), None) => {}
             (plan, best) => panic!("budget {budget}: {plan:?} vs brute force {best:?}"),
@@ -141,13 +149,12 @@ fn the_plan_is_the_cheapest_within_budget() {
         let best_peak = predictions
             .iter()
             .filter(|p| p.peak_bytes <= budget)
-            .map(|p| p.replay_ns)
-            .min();
+            .min_by_key(|p| (p.replay_ns, p.peak_bytes));
         match (Plan::for_peak_budget(&profile, budget), best_peak) {
             (Ok(plan), Some(best)) => {
                 assert!(plan.predicted.peak_bytes <= budget);
-                assert_eq!(
-                    plan.predicted.replay_ns, best,
+                assert!(
+                    low(&plan.predicted) <= limit(best),
                     "peak budget {budget}\n{plan}"
                 );
             }
@@ -155,14 +162,13 @@ fn the_plan_is_the_cheapest_within_budget() {
             (plan, best) => panic!("peak budget {budget}: {plan:?} vs brute force {best:?}"),
         }
     }
-    // Some budget is met best by treating the two layers differently.
-    assert!(differing_layers);
 }
 
 /// The calibration times forward + backward, but its backward computes
 /// gradients for the checkpoints' inputs only: every parameter's `.grad`
-/// is still undefined after profiling. Its fixed cost enters every
-/// checkpointed choice's cost and no whole one.
+/// is still undefined after profiling. A checkpointed choice costs the
+/// kind's checkpoint cost plus the cost of each region it recomputes, with
+/// the spreads added; a whole one costs nothing.
 #[test]
 fn calibration_leaves_parameter_gradients_alone() {
     let _serial = serial();
@@ -175,17 +181,19 @@ fn calibration_leaves_parameter_gradients_alone() {
         assert!(!p.grad().defined(), "the profiler accumulated a gradient");
     }
     let kind = &profile.kinds[0];
-    let fixed = kind.fixed_ns.expect("measured");
     for c in &kind.choices {
-        let recomputed: u64 = (0..kind.regions.len())
-            .filter(|&r| !c.choice.save[r])
-            .map(|r| kind.region_ns[r])
-            .sum();
         let expected = if c.choice.checkpointed {
-            kind.bare_ns + fixed + recomputed
+            (0..kind.regions.len())
+                .filter(|&r| !c.choice.save[r])
+                .fold(kind.checkpoint_cost, |sum, r| sum + kind.region_cost[r])
         } else {
-            0
+            Estimate::exact(0)
         };
-        assert_eq!(c.replay_ns, expected, "{}", c.choice);
+        assert_eq!(
+            (c.replay_ns, c.spread_ns),
+            (expected.ns, expected.spread_ns),
+            "{}",
+            c.choice
+        );
     }
 }

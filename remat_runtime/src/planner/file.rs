@@ -35,6 +35,9 @@ struct FilePrediction {
     kept_bytes: i64,
     peak_bytes: i64,
     replay_ns: u64,
+    /// Absent in files written before plans had a spread.
+    #[serde(default)]
+    spread_ns: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -69,7 +72,7 @@ impl Plan {
     ///         regions: vec!["attention".into(), "mlp".into()],
     ///         choice: Choice { checkpointed: true, save: vec![true, false] },
     ///     }],
-    ///     predicted: Prediction { kept_bytes: 1000, peak_bytes: 2000, replay_ns: 5 },
+    ///     predicted: Prediction { kept_bytes: 1000, peak_bytes: 2000, replay_ns: 5, spread_ns: 1 },
     /// };
     /// let json = plan.to_json();
     /// assert!(json.contains(r#""attention": "save""#));
@@ -88,6 +91,7 @@ impl Plan {
                 kept_bytes: self.predicted.kept_bytes,
                 peak_bytes: self.predicted.peak_bytes,
                 replay_ns: self.predicted.replay_ns,
+                spread_ns: self.predicted.spread_ns,
             },
             checkpoints: self
                 .layers
@@ -188,6 +192,7 @@ impl Plan {
                 kept_bytes: file.predicted.kept_bytes,
                 peak_bytes: file.predicted.peak_bytes,
                 replay_ns: file.predicted.replay_ns,
+                spread_ns: file.predicted.spread_ns,
             },
         })
     }

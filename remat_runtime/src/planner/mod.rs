@@ -2,16 +2,19 @@
 //! choose per checkpoint whether to checkpoint and which `Auto` regions
 //! save under a byte budget, and apply the plan at run time.
 //!
-//! From the bottom up: `choice` (one way to run a checkpoint), `profile`
+//! From the bottom up: `choice` (one way to run a checkpoint), `estimate`
+//! (a measured time with its spread), `profile`
 //! (what each choice keeps and costs), `plan` (the exact solver and
 //! activation), `file` (plan files).
 
 pub(crate) mod choice;
+pub(crate) mod estimate;
 pub(crate) mod file;
 pub(crate) mod plan;
 pub(crate) mod profile;
 
 pub use choice::Choice;
+pub use estimate::Estimate;
 pub use file::{parse_bytes, PLAN_FORMAT};
 pub use plan::{assignments, predict, LayerPlan, Plan, PlanGuard, Prediction, Target};
 pub use profile::{

@@ -14,13 +14,16 @@
 //! only their boundary tensors are shared, and those are kept under every
 //! choice (as a checkpoint input, or saved by the first op reading them).
 //!
-//! The model of time: a checkpointed block costs its replay (the forward
-//! time of what runs again) plus a fixed cost of checkpointing it (the
-//! runtime's work on the forward and in backward: hooks, placeholders, the
-//! replay's own bookkeeping). Region and closure times are measured on the
-//! forward; the fixed cost is calibrated by timing forward + backward with
-//! a kind's blocks checkpointed and everything saved against all blocks
-//! whole.
+//! The model of time: a checkpointed block costs what checkpointing it
+//! with every `Auto` region saved adds to a step (its bare code's replay
+//! and the runtime's own work: hooks, placeholders, bookkeeping), plus,
+//! per region it recomputes, what recomputing that region instead of
+//! saving it adds. For kinds a plan may turn off both are measured
+//! directly as differences of whole steps (forward + backward), interleaved
+//! round by round, so they include what a forward time misses (a replay
+//! runs in backward, with other caches and allocations); other kinds fall
+//! back to forward times. Every cost is an [`Estimate`]: median and spread
+//! over its samples, never negative.
 //!
 //! Invariant: the profiler never accumulates gradients (its calibration
 //! backward returns the gradients of the checkpoints' inputs and of the
@@ -31,11 +34,11 @@ use crate::bridge::storage_key;
 use crate::checkpointing::auto::{self, DecisionTable};
 use crate::checkpointing::policy::Policy;
 use crate::diagnostics::format::human_bytes;
-use crate::diagnostics::median::median;
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
 use crate::diagnostics::timing::{record_into, CheckpointCall, DeviceTimer, ProfileSink};
 use crate::error::{Error, Result};
 use crate::planner::choice::{decision_table, Choice};
+use crate::planner::estimate::Estimate;
 use crate::sync::lock;
 use std::collections::HashSet;
 use std::fmt;
@@ -55,9 +58,12 @@ pub struct ChoiceCost {
     /// (every planned checkpoint on, every `Auto` region recomputed).
     pub bytes: i64,
     /// Time it adds to a step, in nanoseconds: for a checkpointed choice,
-    /// the forward time of the code that runs again plus the kind's
-    /// [`LayerKind::fixed_ns`]; 0 when whole.
+    /// the kind's [`LayerKind::checkpoint_cost`] plus the
+    /// [`LayerKind::region_cost`] of each region it recomputes; 0 when
+    /// whole.
     pub replay_ns: u64,
+    /// The spread of `replay_ns` (the sum of its terms' spreads), ns.
+    pub spread_ns: u64,
     /// Bytes its replay rebuilds while the backward goes through it: what
     /// the block keeps whole minus what this choice keeps (0 when whole).
     pub working_set: i64,
@@ -84,13 +90,18 @@ pub struct LayerKind {
     /// Forward time of what replays under every choice: the closure minus
     /// its `Auto` regions and its fixed `Save` regions, ns.
     pub bare_ns: u64,
-    /// The fixed cost of checkpointing one block of this kind, beyond its
-    /// bare code's replay, ns: measured (forward + backward, the kind's
-    /// blocks checkpointed with every region saved, against every block
-    /// whole) for kinds the plan may turn off; `None` when not measured
-    /// (a kind that is always checkpointed, where it is the same under
-    /// every plan, or a model whose checkpoints' inputs need no gradient).
-    pub fixed_ns: Option<u64>,
+    /// What one block of this kind adds to a step when checkpointed with
+    /// every `Auto` region saved: its bare code's replay and the runtime's
+    /// work on the forward and in backward.
+    pub checkpoint_cost: Estimate,
+    /// Per `Auto` region: what recomputing it instead of saving it adds
+    /// to a step, per block.
+    pub region_cost: Vec<Estimate>,
+    /// Whether `checkpoint_cost` and `region_cost` are differences of
+    /// measured steps (forward + backward; kinds a plan may turn off, in a
+    /// model whose checkpoints' inputs need gradients) or, otherwise,
+    /// forward times of the bare code and the regions.
+    pub step_measured: bool,
     /// Bytes each `Auto` region adds when it alone is `Save` (its saves and
     /// the outputs kept for consumers).
     pub save_bytes: Vec<i64>,
@@ -169,32 +180,37 @@ impl fmt::Display for Profile {
                 .collect();
             writeln!(
                 f,
-                "  {} (x{}): inputs {}, whole {}, bare code {:.3} ms, fixed cost {}",
+                "  {} (x{}): inputs {}, whole {}, bare code {:.3} ms forward, checkpointed \
+                 with all saved {} ({})",
                 names.join(", "),
                 names.len(),
                 human_bytes(kind.input_bytes),
                 kind.whole_bytes.map_or("-".into(), human_bytes),
                 kind.bare_ns as f64 / 1e6,
-                kind.fixed_ns.map_or("not measured".into(), |ns| format!(
-                    "{:.3} ms",
-                    ns as f64 / 1e6
-                ))
+                kind.checkpoint_cost,
+                if kind.step_measured {
+                    "step times"
+                } else {
+                    "forward times"
+                }
             )?;
             for (r, name) in kind.regions.iter().enumerate() {
                 writeln!(
                     f,
-                    "    region {name}: save keeps +{}, body {:.3} ms",
+                    "    region {name}: save keeps +{}, body {:.3} ms forward, recompute {}",
                     human_bytes(kind.save_bytes[r]),
-                    kind.region_ns[r] as f64 / 1e6
+                    kind.region_ns[r] as f64 / 1e6,
+                    kind.region_cost[r]
                 )?;
             }
             for c in &kind.choices {
                 writeln!(
                     f,
-                    "    {:<36} {:>+12} B  replay {:>8.3} ms  working set {}",
+                    "    {:<36} {:>+12} B  replay {:>8.3} ± {:.3} ms  working set {}",
                     c.choice.to_string(),
                     c.bytes,
                     c.replay_ns as f64 / 1e6,
+                    c.spread_ns as f64 / 1e6,
                     human_bytes(c.working_set)
                 )?;
             }
@@ -254,15 +270,18 @@ pub fn profile(forward: impl FnMut() -> Tensor) -> Result<Profile> {
 /// Profiles a model for the planner: `forward` runs the model's forward
 /// and returns the loss. It is called `timing_runs` times with no plan
 /// (every planned checkpoint on, every `Auto` region recomputed: the
-/// baseline; times are medians over these runs and over the checkpoints of
-/// a kind), then once per other choice of each kind of checkpoint, with
-/// only one checkpoint of the kind changed; these losses are dropped
-/// without backward. Then, to calibrate the fixed cost of checkpointing
-/// ([`LayerKind::fixed_ns`]), `1 + timing_runs × (1 + K)` forward and
-/// backward steps for the K kinds a plan may turn off; their backward
-/// returns the gradients of the checkpoints' inputs and of the parameters
-/// saved inside them (as `torch.autograd.grad` does) instead of
-/// accumulating them, so parameters' `.grad` are untouched.
+/// baseline; forward times are medians over these runs and over the
+/// checkpoints of a kind), then once per other choice of each kind of
+/// checkpoint, with only one checkpoint of the kind changed; these losses
+/// are dropped without backward. Then the step-time calibration
+/// ([`LayerKind::checkpoint_cost`], [`LayerKind::region_cost`]): a warm-up
+/// step, then `timing_runs` rounds of `1 + Σ (1 + R)` forward and backward
+/// steps over the kinds a plan may turn off (R: a kind's `Auto` regions):
+/// every such block whole, then per kind its blocks checkpointed with
+/// every region saved and, per region, with only that region recomputed.
+/// Their backward returns the gradients of the checkpoints' inputs and of
+/// the parameters saved inside them (as `torch.autograd.grad` does)
+/// instead of accumulating them, so parameters' `.grad` are untouched.
 ///
 /// A planned checkpoint is one built with `auto()` or holding a
 /// `Policy::Auto` region; it needs a name unique in the forward. The
@@ -380,11 +399,13 @@ fn timed_step(
     Ok(Some((elapsed, saved)))
 }
 
-/// Measures [`LayerKind::fixed_ns`] for the kinds a plan may turn off:
-/// per round, one step with every such block whole, then per kind one step
-/// with that kind's blocks checkpointed and every region saved (the other
-/// blocks whole); the per-block difference, less the bare code's replay,
-/// as a median over rounds. The steps compute the gradients of the
+/// Measures [`LayerKind::checkpoint_cost`] and [`LayerKind::region_cost`]
+/// for the kinds a plan may turn off, as differences of timed steps within
+/// one round (so that the drift of a shared machine between rounds
+/// cancels): every such block whole; per kind, its blocks checkpointed with
+/// every region saved (minus whole: the checkpoint cost) and with only
+/// region r recomputed (minus all saved: region r's cost); per block, as
+/// estimates over the rounds. The steps compute the gradients of the
 /// parameters saved in checkpoints (found by a first, untimed step with
 /// every block checkpointed), so that a block does a real step's work.
 /// Returns the forward runs it took.
@@ -404,12 +425,33 @@ fn calibrate(
         .iter()
         .map(|&k| Profile::baseline_index(&profile.kinds[k]))
         .collect();
-    // Whole is choice 0 of a kind that can be turned off; all-saved is the
-    // last (see `Choice::all`).
+    // Whole is choice 0 of a kind that can be turned off (see `Choice::all`).
     let whole: Vec<usize> = baseline
         .iter()
         .zip(&profile.layer_kind)
         .map(|(&b, &k)| if profile.kinds[k].can_disable { 0 } else { b })
+        .collect();
+    // Per kind: the all-saved choice, then per region the choice that
+    // recomputes it alone.
+    let variants: Vec<Vec<usize>> = kinds
+        .iter()
+        .map(|&k| {
+            let kind = &profile.kinds[k];
+            let n = kind.regions.len();
+            let index = |recomputed: Option<usize>| {
+                let want = Choice {
+                    checkpointed: true,
+                    save: (0..n).map(|r| Some(r) != recomputed).collect(),
+                };
+                kind.choices
+                    .iter()
+                    .position(|c| c.choice == want)
+                    .expect("every assignment is a choice")
+            };
+            std::iter::once(index(None))
+                .chain((0..n).map(|r| index(Some(r))))
+                .collect()
+        })
         .collect();
     let table = |choices: &[usize]| profile.table("the profiler's calibration".into(), choices);
     let mut runs = 1;
@@ -417,29 +459,44 @@ fn calibrate(
     let Some((_, leaves)) = timed_step(forward, table(&baseline), &[])? else {
         return Ok(runs);
     };
-    let mut per_block: Vec<Vec<i64>> = vec![Vec::new(); kinds.len()];
+    // samples[j][v]: per round, kind j's variant v minus its reference
+    // (whole for the all-saved variant, all saved for the others), per block.
+    let mut samples: Vec<Vec<Vec<i64>>> =
+        variants.iter().map(|v| vec![Vec::new(); v.len()]).collect();
     for _ in 0..rounds {
         let Some((base, _)) = timed_step(forward, table(&whole), &leaves)? else {
             return Ok(runs);
         };
         runs += 1;
         for (j, &k) in kinds.iter().enumerate() {
-            let kind = &profile.kinds[k];
-            let mut choices = whole.clone();
-            for &m in &kind.members {
-                choices[m] = kind.choices.len() - 1;
+            let members = profile.kinds[k].members.clone();
+            let mut times = Vec::new();
+            for &c in &variants[j] {
+                let mut choices = whole.clone();
+                for &m in &members {
+                    choices[m] = c;
+                }
+                let Some((t, _)) = timed_step(forward, table(&choices), &leaves)? else {
+                    return Ok(runs);
+                };
+                runs += 1;
+                times.push(t as i64);
             }
-            let Some((t, _)) = timed_step(forward, table(&choices), &leaves)? else {
-                return Ok(runs);
-            };
-            runs += 1;
-            per_block[j].push((t as i64 - base as i64) / kind.members.len() as i64);
+            let per_block = |d: i64| d / members.len() as i64;
+            samples[j][0].push(per_block(times[0] - base as i64));
+            for v in 1..times.len() {
+                samples[j][v].push(per_block(times[v] - times[0]));
+            }
         }
     }
     for (j, &k) in kinds.iter().enumerate() {
-        let cost = median(std::mem::take(&mut per_block[j])).unwrap_or_default();
         let kind = &mut profile.kinds[k];
-        kind.fixed_ns = Some((cost - kind.bare_ns as i64).max(0) as u64);
+        kind.checkpoint_cost = Estimate::from_samples(&samples[j][0]);
+        kind.region_cost = samples[j][1..]
+            .iter()
+            .map(|s| Estimate::from_samples(s))
+            .collect();
+        kind.step_measured = true;
     }
     Ok(runs)
 }
@@ -487,18 +544,20 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
         let k = match k {
             Some(k) => k,
             None => {
-                let choices = Choice::all(regions.len(), call.auto)
+                let n = regions.len();
+                let choices = Choice::all(n, call.auto)
                     .into_iter()
                     .map(|choice| ChoiceCost {
                         choice,
                         bytes: 0,
                         replay_ns: 0,
+                        spread_ns: 0,
                         working_set: 0,
                     })
                     .collect();
                 kinds.push(LayerKind {
-                    save_bytes: vec![0; regions.len()],
-                    region_ns: vec![0; regions.len()],
+                    save_bytes: vec![0; n],
+                    region_ns: vec![0; n],
                     regions,
                     can_disable: call.auto,
                     input_sizes: call.input_sizes.clone(),
@@ -506,7 +565,9 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
                     members: Vec::new(),
                     body_ns: 0,
                     bare_ns: 0,
-                    fixed_ns: None,
+                    checkpoint_cost: Estimate::default(),
+                    region_cost: vec![Estimate::default(); n],
+                    step_measured: false,
                     whole_bytes: None,
                     choices,
                 });
@@ -527,7 +588,8 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
     Ok((layers, kinds, layer_kind))
 }
 
-/// Median forward times of `kind`, over its members and the runs.
+/// Median forward times of `kind`, over its members and the runs; they are
+/// its costs (with their spreads) until the calibration measures steps.
 fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointCall>]) {
     let calls: Vec<&CheckpointCall> = samples
         .iter()
@@ -538,30 +600,37 @@ fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointC
             })
         })
         .collect();
-    let ns = |d: std::time::Duration| d.as_nanos() as u64;
-    kind.body_ns = median(calls.iter().map(|c| ns(c.elapsed))).unwrap_or_default();
+    let ns = |d: std::time::Duration| d.as_nanos() as i64;
+    let region_samples = |name: &str| -> Vec<i64> {
+        calls
+            .iter()
+            .flat_map(|c| c.regions.iter().filter(|x| x.name == name))
+            .map(|x| ns(x.elapsed))
+            .collect()
+    };
+    kind.body_ns =
+        Estimate::from_samples(&calls.iter().map(|c| ns(c.elapsed)).collect::<Vec<_>>()).ns;
     for (r, name) in kind.regions.iter().enumerate() {
-        kind.region_ns[r] = median(
-            calls
-                .iter()
-                .flat_map(|c| c.regions.iter().filter(|x| &x.name == name))
-                .map(|x| ns(x.elapsed)),
-        )
-        .unwrap_or_default();
+        let e = Estimate::from_samples(&region_samples(name));
+        kind.region_ns[r] = e.ns;
+        kind.region_cost[r] = e;
     }
-    // Fixed `Save` regions never replay.
-    let fixed_saves: Vec<u64> = calls
+    // Per call, what replays under every choice: the closure minus its
+    // `Auto` regions and its fixed `Save` regions (which never replay).
+    let bare: Vec<i64> = calls
         .iter()
         .map(|c| {
-            c.regions
+            let skipped: i64 = c
+                .regions
                 .iter()
-                .filter(|x| x.declared == Policy::Save)
+                .filter(|x| x.declared == Policy::Save || kind.regions.contains(&x.name))
                 .map(|x| ns(x.elapsed))
-                .sum()
+                .sum();
+            (ns(c.elapsed) - skipped).max(0)
         })
         .collect();
-    let skipped = kind.region_ns.iter().sum::<u64>() + median(fixed_saves).unwrap_or_default();
-    kind.bare_ns = kind.body_ns.saturating_sub(skipped);
+    kind.checkpoint_cost = Estimate::from_samples(&bare);
+    kind.bare_ns = kind.checkpoint_cost.ns;
 }
 
 /// Replay times, working sets and the per-region summaries of a measured
@@ -575,11 +644,11 @@ fn finish_kind(kind: &mut LayerKind) {
     let most = kind.choices.iter().map(|c| c.bytes).max().unwrap_or(0);
     for c in &mut kind.choices {
         if c.choice.checkpointed {
-            let recomputed: u64 = (0..kind.regions.len())
+            let cost = (0..kind.regions.len())
                 .filter(|&r| !c.choice.save[r])
-                .map(|r| kind.region_ns[r])
-                .sum();
-            c.replay_ns = kind.bare_ns + kind.fixed_ns.unwrap_or(0) + recomputed;
+                .fold(kind.checkpoint_cost, |sum, r| sum + kind.region_cost[r]);
+            c.replay_ns = cost.ns;
+            c.spread_ns = cost.spread_ns;
             c.working_set = (whole.unwrap_or(most) - c.bytes).max(0);
         }
     }
