@@ -20,6 +20,7 @@ Only the benchmark uses this file; `cargo xtask demo` and `test` never do.
 
 import json
 import math
+import os
 import sys
 import time
 
@@ -329,8 +330,13 @@ def vm_status():
     return fields
 
 
+def threads():
+    # The bench's `--threads`, passed on by the Rust side.
+    return int(os.environ.get("REMAT_BENCH_THREADS", "1"))
+
+
 def rss_main(impl, policy, config, steps):
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads())
     cfg = CONFIGS[config]
     model = Model(cfg)
     tokens, targets = batch(cfg)
@@ -351,7 +357,7 @@ def rss_main(impl, policy, config, steps):
 
 
 def worker_main():
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads())
     models = {}
     for line in sys.stdin:
         cmd = json.loads(line)

@@ -12,9 +12,14 @@
 //! - `run [--quick] --out FILE --python PY --script peers.py --command TEXT`
 //! - `rss <policy> <config> <steps>`: the memory child (one JSON line)
 //! - `chain <rounds>`: only the per-region chain, one line per round
-//! - `planner [--quick] --out FILE`: only section 4 (the planner), as
-//!   markdown in FILE, with its plot beside it
+//! - `planner [--quick] [--config small|medium] --out FILE`: only section 4
+//!   (the planner), as markdown in FILE, with its plot beside it; `--config`
+//!   is the config of the hand-policy comparison (medium by default)
+//!
+//! Every subcommand takes `--threads N` (default 1): libtorch's intra-op
+//! threads on both sides (the Python worker reads `REMAT_BENCH_THREADS`).
 
+mod accuracy;
 mod pareto;
 mod planner;
 mod planner_report;
@@ -79,13 +84,39 @@ const QUICK: Plan = Plan {
     planner_budgets: 3,
 };
 
+static THREADS: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+
+/// libtorch's intra-op threads for this run (`--threads`, default 1); the
+/// memory children and the Python worker get it as `REMAT_BENCH_THREADS`.
+pub fn threads() -> i32 {
+    *THREADS.get_or_init(|| 1)
+}
+
+/// Takes `--threads N` out of `args`.
+fn take_threads(args: &mut Vec<String>) -> Result<(), String> {
+    let mut n = 1;
+    if let Some(i) = args.iter().position(|a| a == "--threads") {
+        n = args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n > 0)
+            .ok_or("--threads needs a positive number")?;
+        args.drain(i..i + 2);
+    }
+    THREADS.set(n).map_err(|_| "threads set twice".to_string())
+}
+
 fn main() {
-    tch::set_num_threads(1);
     // `cargo bench` appends `--bench`.
-    let args: Vec<String> = std::env::args()
+    let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
+    if let Err(e) = take_threads(&mut args) {
+        eprintln!("bench: error: {e}");
+        std::process::exit(1);
+    }
+    tch::set_num_threads(threads());
     let result = match args.first().map(String::as_str) {
         Some("run") => run(&args[1..]),
         Some("rss") => rss(&args[1..]),
@@ -97,7 +128,7 @@ fn main() {
             println!("perf: run by `cargo xtask bench` (nothing to do without arguments)");
             Ok(())
         }
-        _ => Err("usage: perf run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | planner [--quick] --out FILE".into()),
+        _ => Err("usage: perf [--threads N] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | planner [--quick] [--config small|medium] --out FILE".into()),
     };
     if let Err(e) = result {
         eprintln!("bench: error: {e}");
@@ -136,22 +167,34 @@ fn planner_only(args: &[String]) -> Result<(), String> {
         .skip_while(|a| *a != "--out")
         .nth(1)
         .ok_or("planner needs --out FILE")?;
+    let config = match args.iter().skip_while(|a| *a != "--config").nth(1) {
+        None => "medium",
+        Some(c) if c == "small" => "small",
+        Some(c) if c == "medium" => "medium",
+        Some(c) => return Err(format!("--config takes small or medium, not {c}")),
+    };
     let plan = if quick { QUICK } else { FULL };
     let mut text = String::new();
-    planner_section(&plan, std::path::Path::new(out), &mut text)?;
+    planner_section(&plan, config, std::path::Path::new(out), &mut text)?;
     std::fs::write(out, text).map_err(|e| format!("cannot write {out}: {e}"))
 }
 
-/// Section 4: measures the planner on the small and medium configs, draws
-/// the Pareto plot next to `out` and appends the markdown to `text`.
-fn planner_section(plan: &Plan, out: &std::path::Path, text: &mut String) -> Result<(), String> {
+/// Section 4: measures the planner on the small config (every assignment)
+/// and on `config` (hand policies, plans, three profiles, predicted against
+/// measured), draws the Pareto plot next to `out` and appends the markdown
+/// to `text`.
+fn planner_section(
+    plan: &Plan,
+    config: &'static str,
+    out: &std::path::Path,
+    text: &mut String,
+) -> Result<(), String> {
     let small = planner::small_check("small", SMALL, plan.planner_small_rounds)?;
-    let frontier = planner::frontier(
-        "medium",
-        MEDIUM,
-        plan.planner_medium_rounds,
-        plan.planner_budgets,
-    )?;
+    let (cfg, rounds) = match config {
+        "small" => (SMALL, plan.planner_small_rounds),
+        _ => (MEDIUM, plan.planner_medium_rounds),
+    };
+    let frontier = planner::frontier(config, cfg, rounds, plan.planner_budgets)?;
     let svg = out.with_file_name("pareto.svg");
     pareto::draw(&svg, &frontier)?;
     eprintln!("bench: Pareto plot written to {}", svg.display());
@@ -301,6 +344,7 @@ fn run(args: &[String]) -> Result<(), String> {
                         &plan.deep_steps.to_string(),
                     ])
                     .env("MALLOC_MMAP_THRESHOLD_", "65536")
+                    .args(["--threads", &threads().to_string()])
                     .stdout(std::process::Stdio::piped())
                     .spawn()
                     .map(|c| (name, c))
@@ -352,7 +396,7 @@ fn run(args: &[String]) -> Result<(), String> {
 
     // 4. The planner (Rust only).
     let mut section4 = String::new();
-    planner_section(&plan, &opts.out, &mut section4)?;
+    planner_section(&plan, "medium", &opts.out, &mut section4)?;
 
     let elapsed = started.elapsed().as_secs_f64();
     let text = report::render(&results, &machine, &opts.command, elapsed) + &section4;

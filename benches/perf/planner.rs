@@ -7,6 +7,7 @@
 //! Pareto frontier). All variants of a config run interleaved, round by
 //! round, like the rest of the bench.
 
+use crate::accuracy::{agreement, costs_line, hand_choices, Agreement};
 use crate::rust_side::{policy_name, step};
 use crate::stats::{ratios, summary};
 use remat::planner::{self, assignments, measure_kept_bytes, Choice, Plan};
@@ -34,8 +35,11 @@ pub struct Variant {
     pub bytes: i64,
     /// The planner's prediction of those bytes, for plans.
     pub predicted_bytes: Option<i64>,
-    /// Predicted replay time of a plan, seconds.
+    /// Predicted replay time of a plan (or of a hand policy's assignment),
+    /// seconds.
     pub predicted_replay: Option<f64>,
+    /// Its spread, seconds.
+    pub predicted_spread: Option<f64>,
     /// Seconds per round (each the least of `reps` steps).
     pub times: Vec<f64>,
 }
@@ -77,6 +81,11 @@ pub struct Frontier {
     /// Each hand policy written as a plan's label (the same assignment of
     /// the reference model's `Auto` regions and blocks).
     pub hand_as_plan: Vec<String>,
+    /// Each of the three profiles' costs, as one line.
+    pub profile_costs: Vec<String>,
+    /// The plans of the three profiles at the hand policies' bytes and the
+    /// sweep's budgets.
+    pub agreement: Vec<Agreement>,
 }
 
 /// A hand policy of the reference model as an assignment's label: every
@@ -128,6 +137,7 @@ fn plan_variant(setup: &Setup, plan: Plan) -> Variant {
         bytes,
         predicted_bytes: Some(plan.predicted.kept_bytes),
         predicted_replay: Some(plan.predicted.replay_ns as f64 / 1e9),
+        predicted_spread: Some(plan.predicted.spread_ns as f64 / 1e9),
         runner: Runner::Plan(Box::new(plan)),
         times: Vec::new(),
     }
@@ -142,6 +152,7 @@ fn hand_variant(setup: &Setup, policy: ModelPolicy) -> Variant {
         bytes,
         predicted_bytes: None,
         predicted_replay: None,
+        predicted_spread: None,
         times: Vec::new(),
     }
 }
@@ -223,10 +234,25 @@ pub fn frontier(
     budgets: usize,
 ) -> Result<Frontier, String> {
     let setup = Setup::new(cfg);
-    let profile = profile(&setup)?;
+    // Three profiles in this process; the plans come from the first.
+    let profiles: Vec<planner::Profile> = (0..3)
+        .map(|i| {
+            eprintln!("bench: planner, {config}, profile {}/3", i + 1);
+            profile(&setup)
+        })
+        .collect::<Result<_, _>>()?;
+    let profile = &profiles[0];
     let mut hand: Vec<Variant> = POLICIES
         .into_iter()
-        .map(|p| hand_variant(&setup, p))
+        .map(|p| {
+            let mut v = hand_variant(&setup, p);
+            if let Some(c) = hand_choices(profile, p) {
+                let predicted = planner::predict(profile, &c);
+                v.predicted_replay = Some(predicted.replay_ns as f64 / 1e9);
+                v.predicted_spread = Some(predicted.spread_ns as f64 / 1e9);
+            }
+            v
+        })
         .collect();
     let mut plans: Vec<Variant> = Vec::new();
     let mut keys: Vec<Vec<Choice>> = Vec::new();
@@ -242,16 +268,19 @@ pub fn frontier(
         }
     };
     let mut at_hand = Vec::new();
+    let mut all_budgets = Vec::new();
     for h in &hand {
-        let plan = Plan::for_budget(&profile, h.bytes).map_err(|e| e.to_string())?;
+        let plan = Plan::for_budget(profile, h.bytes).map_err(|e| e.to_string())?;
         at_hand.push(index_of(plan, &mut plans));
+        all_budgets.push(h.bytes);
     }
-    let least = Plan::minimum(&profile).predicted.kept_bytes;
+    let least = Plan::minimum(profile).predicted.kept_bytes;
     let most = hand.iter().map(|h| h.bytes).max().unwrap_or(least);
     let mut sweep = Vec::new();
     for i in 0..budgets {
         let budget = least + (most - least) * i as i64 / (budgets as i64 - 1).max(1);
-        let plan = Plan::for_budget(&profile, budget).map_err(|e| e.to_string())?;
+        all_budgets.push(budget);
+        let plan = Plan::for_budget(profile, budget).map_err(|e| e.to_string())?;
         let k = index_of(plan, &mut plans);
         if !sweep.contains(&k) {
             sweep.push(k);
@@ -265,9 +294,13 @@ pub fn frontier(
         .into_iter()
         .map(|p| hand_label(p, profile.layers.len()))
         .collect();
+    all_budgets.sort_unstable();
+    all_budgets.dedup();
     Ok(Frontier {
         config,
         hand_as_plan,
+        profile_costs: profiles.iter().map(costs_line).collect(),
+        agreement: agreement(&profiles, &all_budgets)?,
         profile: profile.to_string(),
         rounds,
         hand,

@@ -1,5 +1,6 @@
 //! The markdown of section 4 (the planner) of docs/performance.md.
 
+use crate::accuracy::extra_over;
 use crate::planner::{
     best_hand_within, round_ratios, Frontier, SmallCheck, Variant, MEDIUM_REPS, SMALL_REPS,
 };
@@ -141,6 +142,8 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
          plan through `Auto` regions and an active plan) and the ratio shows the measurement's \
          noise."
     );
+    render_profiles(o, f);
+    render_accuracy(o, f);
     let _ = writeln!(
         o,
         "\nThe budget sweep (from the least bytes possible to `none`'s; identical plans once), \
@@ -181,4 +184,83 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
             below.join("; ")
         }
     );
+}
+
+/// Three profiles of the same model in one process: their costs, and the
+/// plan each gives at the hand policies' bytes and the sweep's budgets.
+fn render_profiles(o: &mut String, f: &Frontier) {
+    let agree = f.agreement.iter().filter(|a| a.agrees()).count();
+    let _ = writeln!(
+        o,
+        "\n#### Three profiles of the model\n\n\
+         The {} model profiled three times in this process (`profile_with`, 5 timing runs each; \
+         the plans above come from the first). Costs per block, median ± spread (half the \
+         interquartile range over the calibration's rounds):\n",
+        f.config
+    );
+    for (i, line) in f.profile_costs.iter().enumerate() {
+        let _ = writeln!(o, "- profile {}: {line}", i + 1);
+    }
+    let _ = writeln!(
+        o,
+        "\nThe plans agree at {agree} of {} budgets.\n\n\
+         | budget | profile 1 | profile 2 | profile 3 | agree |\n| --- | --- | --- | --- | --- |",
+        f.agreement.len()
+    );
+    for a in &f.agreement {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} |",
+            mib(a.budget),
+            a.labels.join(" | "),
+            if a.agrees() { "yes" } else { "**no**" }
+        );
+    }
+}
+
+/// The time model against the measured step time over `none`, per hand
+/// policy's assignment (and per plan of the sweep), from the same rounds.
+fn render_accuracy(o: &mut String, f: &Frontier) {
+    let Some(none) = f.hand.iter().find(|h| h.label == "`none`") else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\n#### Predicted against measured\n\n\
+         Predicted: the first profile's replay time for the assignment, ± its spread. Measured: \
+         per round, the variant's step time minus `none`'s in the same round (median and \
+         interquartile range over {} rounds).\n\n\
+         | assignment | predicted extra | measured extra over `none` | measured ÷ predicted |\n\
+         | --- | --- | --- | --- |",
+        f.rounds
+    );
+    let mut sweep: Vec<&Variant> = f.sweep.iter().map(|&i| &f.plans[i]).collect();
+    sweep.sort_by_key(|v| v.bytes);
+    let rows = f
+        .hand
+        .iter()
+        .zip(&f.hand_as_plan)
+        .filter(|(h, _)| h.label != "`none`")
+        .map(|(h, label)| (format!("{} ({label})", h.label), h))
+        .chain(sweep.into_iter().map(|p| (format!("plan {}", p.label), p)));
+    for (name, v) in rows {
+        let (Some(p), Some(s)) = (v.predicted_replay, v.predicted_spread) else {
+            continue;
+        };
+        let m = extra_over(v, none);
+        let _ = writeln!(
+            o,
+            "| {name} | {:.2} ± {:.2} ms | {:.2} ms ({:.2}–{:.2}) | {} |",
+            p * 1e3,
+            s * 1e3,
+            m.median * 1e3,
+            m.q1 * 1e3,
+            m.q3 * 1e3,
+            if p > 0.0 {
+                format!("{:.2}", m.median / p)
+            } else {
+                "–".into()
+            }
+        );
+    }
 }

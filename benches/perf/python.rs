@@ -25,6 +25,7 @@ impl Peers {
             .arg(&self.script)
             .arg("worker")
             .env("PYTHONWARNINGS", "ignore")
+            .env("REMAT_BENCH_THREADS", crate::threads().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

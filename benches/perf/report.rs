@@ -186,7 +186,8 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
     let _ = writeln!(o, "| torch_remat | {} |", m.torch_remat);
     let _ = writeln!(
         o,
-        "| threads | 1 on both sides (`tch::set_num_threads(1)`, `torch.set_num_threads(1)`) |"
+        "| threads | {t} on both sides (`tch::set_num_threads({t})`, `torch.set_num_threads({t})`; `--threads`) |",
+        t = crate::threads()
     );
     let _ = writeln!(
         o,

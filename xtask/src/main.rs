@@ -51,7 +51,7 @@ fn main() -> ExitCode {
                  demo   setup, then train the reference model under each policy\n  \
                  bench  setup, install torch_remat {TORCH_REMAT_VERSION} into the venv, run \
                  benches/perf against the Python peers and write docs/performance.md \
-                 (--quick: a short smoke run)\n  \
+                 (--quick: a short smoke run; --threads N: intra-op threads, default 1)\n  \
                  leaks  setup, then the leak check alone (part of `test`)\n  \
                  soak   setup, then the long reliability runs (docs/reliability.md)"
             );
@@ -629,30 +629,46 @@ fn install_torch_remat(python: &Path) -> Result<()> {
     })
 }
 
-/// `cargo xtask bench [--quick]`: builds and runs benches/perf, which drives
-/// bench/python/peers.py and writes docs/performance.md.
+/// `cargo xtask bench [--quick] [--threads N]`: builds and runs
+/// benches/perf, which drives bench/python/peers.py and writes
+/// docs/performance.md; `--threads` is libtorch's intra-op thread count on
+/// both sides (default 1).
 fn bench(torch: &Path, args: &[String]) -> Result<()> {
-    let quick = match args {
-        [] => false,
-        [flag] if flag == "--quick" => true,
-        _ => return Err(format!("usage: cargo xtask bench [--quick], not {args:?}")),
-    };
+    let usage = || format!("usage: cargo xtask bench [--quick] [--threads N], not {args:?}");
+    let (mut quick, mut threads) = (false, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--threads" => {
+                let n: u32 = it.next().and_then(|n| n.parse().ok()).ok_or_else(usage)?;
+                threads = Some(n);
+            }
+            _ => return Err(usage()),
+        }
+    }
     let python = venv_python(torch)?;
     install_torch_remat(&python)?;
     let root = repo_root();
-    let command = if quick {
-        "cargo xtask bench --quick"
-    } else {
-        "cargo xtask bench"
-    };
+    let mut command = "cargo xtask bench".to_string();
+    if quick {
+        command += " --quick";
+    }
+    if let Some(n) = threads {
+        command += &format!(" --threads {n}");
+    }
     let mut cmd = cargo();
-    cmd.args(["bench", "--bench", "perf", "--", "run", "--out"])
+    cmd.args(["bench", "--bench", "perf", "--"]);
+    if let Some(n) = threads {
+        cmd.args(["--threads", &n.to_string()]);
+    }
+    cmd.args(["run", "--out"])
         .arg(root.join("docs").join("performance.md"))
         .arg("--python")
         .arg(&python)
         .arg("--script")
         .arg(root.join("bench").join("python").join("peers.py"))
-        .args(["--command", command]);
+        .args(["--command", &command]);
     if quick {
         cmd.arg("--quick");
     }
