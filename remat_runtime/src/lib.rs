@@ -13,8 +13,9 @@
 //! The rest lives in named modules: [`diagnostics`] (trace, memory
 //! reports, CUDA diagnostics), [`planner`] (a memory-budget planner),
 //! [`autograd`] (custom autograd functions written in Rust, grad mode,
-//! placeholders, RNG state), [`storage`] (storage identity and version
-//! counters) and [`nn`] (tch's `nn`, capturable by checkpoints).
+//! placeholders, RNG state, whether recomputation stops early),
+//! [`storage`] (storage identity and version counters) and [`nn`] (tch's
+//! `nn`, capturable by checkpoints).
 //!
 //! `docs/architecture.md` in the repository explains how these map onto
 //! libtorch; `docs/semantics.md` states the rules.

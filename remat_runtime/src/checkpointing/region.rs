@@ -13,7 +13,7 @@ use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::policy::Policy;
 use crate::checkpointing::save_region::persist::persist;
 use crate::checkpointing::save_region::{forward as save_forward, serve as save_serve};
-use crate::diagnostics::timing::{DeviceTimer, RegionCall};
+use crate::diagnostics::timing::{since_start, DeviceTimer, RegionCall};
 use crate::diagnostics::trace;
 use crate::error::{Error, Result};
 use crate::io::{RegionInput, RegionOutput};
@@ -186,11 +186,13 @@ impl Region {
                 let call = call.clone();
                 let (name, declared) = (self.name.to_string(), self.policy);
                 let timed = move |inputs| {
+                    let offset = since_start(&call);
                     let start = DeviceTimer::start();
                     let out = body(inputs);
                     lock(&call).regions.push(RegionCall {
                         name,
                         declared,
+                        start: offset,
                         elapsed: start.elapsed(),
                     });
                     out

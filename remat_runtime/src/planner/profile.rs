@@ -15,7 +15,9 @@
 //! choice (as a checkpoint input, or saved by the first op reading them).
 //!
 //! The model of time: a checkpointed block costs its replay (the forward
-//! time of what runs again) plus a fixed cost of checkpointing it (the
+//! time of what runs again: up to the replay's last save when early stop
+//! is on, from the times of the forward's saves) plus a fixed cost of
+//! checkpointing it (the
 //! runtime's work on the forward and in backward: hooks, placeholders, the
 //! replay's own bookkeeping). Region and closure times are measured on the
 //! forward; the fixed cost is calibrated by timing forward + backward with
@@ -55,12 +57,18 @@ pub struct ChoiceCost {
     /// (every planned checkpoint on, every `Auto` region recomputed).
     pub bytes: i64,
     /// Time it adds to a step, in nanoseconds: for a checkpointed choice,
-    /// the forward time of the code that runs again plus the kind's
-    /// [`LayerKind::fixed_ns`]; 0 when whole.
+    /// the forward time of the code that runs again (with early stop, up to
+    /// the replay's last save) plus the kind's [`LayerKind::fixed_ns`]; 0
+    /// when whole.
     pub replay_ns: u64,
     /// Bytes its replay rebuilds while the backward goes through it: what
     /// the block keeps whole minus what this choice keeps (0 when whole).
     pub working_set: i64,
+    /// Forward time, ns, of the code after this choice's last save, which
+    /// an early-stopped replay does not run (docs/semantics.md, rule C17):
+    /// already taken off `replay_ns`. 0 for a checkpoint without early stop
+    /// and when whole.
+    pub tail_ns: u64,
 }
 
 /// Checkpoints that are alike (same `Auto` region names, same input
@@ -85,7 +93,7 @@ pub struct LayerKind {
     /// its `Auto` regions and its fixed `Save` regions, ns.
     pub bare_ns: u64,
     /// The fixed cost of checkpointing one block of this kind, beyond its
-    /// bare code's replay, ns: measured (forward + backward, the kind's
+    /// bare code's replay (up to its last save under early stop), ns: measured (forward + backward, the kind's
     /// blocks checkpointed with every region saved, against every block
     /// whole) for kinds the plan may turn off; `None` when not measured
     /// (a kind that is always checkpointed, where it is the same under
@@ -304,9 +312,10 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
     }
     let baseline_bytes = baseline_bytes.unwrap_or(0);
     let (layers, mut kinds, layer_kind) = structure(&samples[0])?;
-    for kind in &mut kinds {
-        time_kind(kind, &layers, &samples);
-    }
+    let tails: Vec<Vec<u64>> = kinds
+        .iter_mut()
+        .map(|kind| time_kind(kind, &layers, &samples))
+        .collect();
 
     // One run per choice of each kind, on its first member.
     let baseline: Vec<usize> = layer_kind
@@ -333,9 +342,9 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
             profile.kinds[k].choices[c].bytes = bytes - baseline_bytes;
         }
     }
-    runs += calibrate(&mut profile, &mut forward, timing_runs.max(1))?;
-    for kind in &mut profile.kinds {
-        finish_kind(kind);
+    runs += calibrate(&mut profile, &tails, &mut forward, timing_runs.max(1))?;
+    for (kind, tails) in profile.kinds.iter_mut().zip(&tails) {
+        finish_kind(kind, tails);
     }
     profile.runs = runs;
     Ok(profile)
@@ -390,6 +399,7 @@ fn timed_step(
 /// Returns the forward runs it took.
 fn calibrate(
     profile: &mut Profile,
+    tails: &[Vec<u64>],
     forward: &mut impl FnMut() -> Tensor,
     rounds: usize,
 ) -> Result<usize> {
@@ -439,7 +449,12 @@ fn calibrate(
     for (j, &k) in kinds.iter().enumerate() {
         let cost = median(std::mem::take(&mut per_block[j])).unwrap_or_default();
         let kind = &mut profile.kinds[k];
-        kind.fixed_ns = Some((cost - kind.bare_ns as i64).max(0) as u64);
+        // What the all-saved replay ran of the bare code: up to its last
+        // save under early stop.
+        let replayed = kind
+            .bare_ns
+            .saturating_sub(tails[k][kind.choices.len() - 1]);
+        kind.fixed_ns = Some((cost - replayed as i64).max(0) as u64);
     }
     Ok(runs)
 }
@@ -494,6 +509,7 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
                         bytes: 0,
                         replay_ns: 0,
                         working_set: 0,
+                        tail_ns: 0,
                     })
                     .collect();
                 kinds.push(LayerKind {
@@ -527,8 +543,9 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
     Ok((layers, kinds, layer_kind))
 }
 
-/// Median forward times of `kind`, over its members and the runs.
-fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointCall>]) {
+/// Median forward times of `kind`, over its members and the runs; returns
+/// each choice's tail (see [`tail_ns`]).
+fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointCall>]) -> Vec<u64> {
     let calls: Vec<&CheckpointCall> = samples
         .iter()
         .flat_map(|run| {
@@ -562,24 +579,79 @@ fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointC
         .collect();
     let skipped = kind.region_ns.iter().sum::<u64>() + median(fixed_saves).unwrap_or_default();
     kind.bare_ns = kind.body_ns.saturating_sub(skipped);
+    kind.choices
+        .iter()
+        .map(|c| {
+            if !c.choice.checkpointed {
+                return 0;
+            }
+            median(
+                calls
+                    .iter()
+                    .map(|call| tail_ns(&kind.regions, call, &c.choice.save)),
+            )
+            .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The forward time of what a replay under `save` (per `Auto` region:
+/// saved) would run after its stop, which early stop skips
+/// (docs/semantics.md, rule C17); 0 for a checkpoint without early stop.
+/// The stop is the last save that is a holder under the choice, or the
+/// start of the last region the replay skips, whichever is later (a
+/// skipped region may rebuild saves from its inputs, which the replay must
+/// reach: assumed so, which errs towards a longer replay).
+fn tail_ns(regions: &[String], call: &CheckpointCall, save: &[bool]) -> u64 {
+    if !call.early_stop {
+        return 0;
+    }
+    let skipped: Vec<(std::time::Duration, std::time::Duration)> = call
+        .regions
+        .iter()
+        .filter(|r| match r.declared {
+            Policy::Save => true,
+            Policy::Auto => regions
+                .iter()
+                .position(|n| n == &r.name)
+                .is_some_and(|i| save[i]),
+            Policy::Recompute => false,
+        })
+        .map(|r| (r.start, r.start + r.elapsed))
+        .collect();
+    let inside = |t: std::time::Duration| skipped.iter().any(|&(a, b)| a <= t && t <= b);
+    let last_save = call.saves.iter().copied().filter(|&t| !inside(t)).max();
+    let last_skipped = skipped.iter().map(|&(a, _)| a).max();
+    let stop = last_save.max(last_skipped).unwrap_or_default();
+    let end = call.elapsed;
+    let skipped_after: std::time::Duration = skipped
+        .iter()
+        .map(|&(a, b)| b.min(end).saturating_sub(a.max(stop)))
+        .sum();
+    end.saturating_sub(stop)
+        .saturating_sub(skipped_after)
+        .as_nanos() as u64
 }
 
 /// Replay times, working sets and the per-region summaries of a measured
-/// kind.
-fn finish_kind(kind: &mut LayerKind) {
+/// kind; `tails` is what early stop skips of each choice's replay.
+fn finish_kind(kind: &mut LayerKind, tails: &[u64]) {
     let whole = kind
         .choices
         .iter()
         .find(|c| !c.choice.checkpointed)
         .map(|c| c.bytes);
     let most = kind.choices.iter().map(|c| c.bytes).max().unwrap_or(0);
-    for c in &mut kind.choices {
+    for (c, &tail) in kind.choices.iter_mut().zip(tails) {
         if c.choice.checkpointed {
             let recomputed: u64 = (0..kind.regions.len())
                 .filter(|&r| !c.choice.save[r])
                 .map(|r| kind.region_ns[r])
                 .sum();
-            c.replay_ns = kind.bare_ns + kind.fixed_ns.unwrap_or(0) + recomputed;
+            // docs/semantics.md, rule C17: the replay ends at its last save.
+            let replayed = (kind.bare_ns + recomputed).saturating_sub(tail);
+            c.replay_ns = replayed + kind.fixed_ns.unwrap_or(0);
+            c.tail_ns = tail;
             c.working_set = (whole.unwrap_or(most) - c.bytes).max(0);
         }
     }
@@ -590,4 +662,52 @@ fn finish_kind(kind: &mut LayerKind) {
         kind.save_bytes[r] = alone.map_or(0, |c| c.bytes);
     }
     kind.whole_bytes = whole.map(|w| w + kind.input_bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail_ns;
+    use crate::checkpointing::policy::Policy;
+    use crate::diagnostics::timing::{CheckpointCall, RegionCall};
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A 10 ms closure: bare code with saves at 1 and 2 ms, the `Auto`
+    /// region `attn` over 2..5 ms (saves at 3 and 4 ms), bare code, the
+    /// `Auto` region `mlp` over 6..9 ms (a save at 7 ms), then 1 ms of bare
+    /// code that saves nothing.
+    fn call(early_stop: bool) -> CheckpointCall {
+        let region = |name: &str, start, end| RegionCall {
+            name: name.into(),
+            declared: Policy::Auto,
+            start: ms(start),
+            elapsed: ms(end - start),
+        };
+        CheckpointCall {
+            elapsed: ms(10),
+            early_stop,
+            saves: [1, 2, 3, 4, 7].map(ms).to_vec(),
+            regions: vec![region("attn", 2, 5), region("mlp", 6, 9)],
+            ..CheckpointCall::default()
+        }
+    }
+
+    #[test]
+    // docs/semantics.md, rule C17: a replay runs up to its last save.
+    fn the_tail_is_what_replays_after_the_last_save_of_the_choice() {
+        let regions = ["attn".to_string(), "mlp".to_string()];
+        let tail = |early_stop, save: [bool; 2]| tail_ns(&regions, &call(early_stop), &save);
+        // Both recomputed: the last save is in `mlp` at 7 ms.
+        assert_eq!(tail(true, [false, false]), 3_000_000);
+        // `mlp` saved: the replay must reach it (it may rebuild its input),
+        // then only bare code follows.
+        assert_eq!(tail(true, [false, true]), 1_000_000);
+        // `attn` saved: its saves do not count, the last is still at 7 ms.
+        assert_eq!(tail(true, [true, false]), 3_000_000);
+        // Without early stop nothing is skipped.
+        assert_eq!(tail(false, [false, false]), 0);
+    }
 }
