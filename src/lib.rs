@@ -82,6 +82,9 @@
 //! The [changelog](https://github.com/remat-rs/remat/blob/main/CHANGELOG.md)
 //! states what each release changes and the semver policy.
 
+// The crate docs show a build script, whose `fn main` is the point.
+#![allow(clippy::needless_doctest_main)]
+
 pub use remat_derive::{checkpoint, remat, Capture};
 pub use remat_runtime::{
     autocast, checkpoint, current_saved_tensor_info, is_placeholder, is_recomputing,

@@ -137,8 +137,9 @@ pub fn package() -> Result<()> {
 
     let toolchain = toolchain_channel(&root)?;
     // Outside the workspace, so `cargo fmt --all` and clippy miss it.
-    run(cargo()
-        .args(["fmt", "--", "--check", "--edition", "2021"])
+    run(Command::new("rustfmt")
+        .current_dir(&root)
+        .args(["--check", "--edition", "2021"])
         .args(
             FRESH_SOURCES
                 .iter()
