@@ -102,8 +102,22 @@ pub fn package() -> Result<()> {
     let dirs = Dirs::of_workspace()?;
     let scratch = cache_dir()?.join("package-check").join(clone_id(&root));
     let crates = scratch.join("crates");
-    let fresh = scratch.join("fresh");
+    pack(&dirs, &scratch, &crates)?;
+    let lock = fs::read_to_string(root.join("Cargo.lock"))
+        .map_err(|e| format!("could not read Cargo.lock: {e}"))?;
+    let toolchain = toolchain_channel(&root)?;
+    run_fresh(&root, &dirs, &scratch, &crates, &lock, &toolchain)?;
+    for name in CRATES {
+        build_docs(name, &dirs, &scratch, &crates, &lock, &toolchain)?;
+    }
+    check_rust_version(&root, &dirs, &scratch, &crates)?;
+    eprintln!("xtask package: passed");
+    Ok(())
+}
 
+/// `cargo package` for the three crates, each package checked and
+/// unpacked into `crates`.
+fn pack(dirs: &Dirs, scratch: &Path, crates: &Path) -> Result<()> {
     eprintln!("xtask package: cargo package (no verify: the fresh crate below is the check)");
     let mut cmd = cargo();
     cmd.args(["package", "--no-verify", "--allow-dirty"]);
@@ -111,15 +125,14 @@ pub fn package() -> Result<()> {
         cmd.args(["-p", name]);
     }
     run(&mut cmd)?;
-
     let staging = scratch.join("staging");
     remove_dir(&staging)?;
+    fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
     for name in CRATES {
         let file = dirs
             .target
             .join("package")
             .join(format!("{name}-{VERSION}.crate"));
-        fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
         run(Command::new("tar")
             .arg("-xzf")
             .arg(&file)
@@ -129,16 +142,23 @@ pub fn package() -> Result<()> {
         check_contents(name, &staging.join(&dir))?;
         sync(&staging.join(&dir), &crates.join(&dir))?;
     }
-    remove_dir(&staging)?;
+    remove_dir(&staging)
+}
 
-    let lock = fs::read_to_string(root.join("Cargo.lock"))
-        .map_err(|e| format!("could not read Cargo.lock: {e}"))?;
-    write_crate(&fresh, FRESH, &[], &crates, Some(&lock))?;
-
-    let toolchain = toolchain_channel(&root)?;
+/// Builds, runs and lints the fresh crate against the packages.
+fn run_fresh(
+    root: &Path,
+    dirs: &Dirs,
+    scratch: &Path,
+    crates: &Path,
+    lock: &str,
+    toolchain: &str,
+) -> Result<()> {
+    let fresh = scratch.join("fresh");
+    write_crate(&fresh, FRESH, &[], crates, Some(lock))?;
     // Outside the workspace, so `cargo fmt --all` and clippy miss it.
     run(Command::new("rustfmt")
-        .current_dir(&root)
+        .current_dir(root)
         .args(["--check", "--edition", "2021"])
         .args(
             FRESH_SOURCES
@@ -150,39 +170,53 @@ pub fn package() -> Result<()> {
          the packages ({})",
         fresh.display()
     );
-    run(fresh_cargo(&fresh, &toolchain, &dirs)
+    run(fresh_cargo(&fresh, toolchain, dirs)
         .args(["run", "--quiet"])
         .env("CARGO_TARGET_DIR", dirs.target.join("package-check")))?;
-    run(fresh_cargo(&fresh, &toolchain, &dirs)
+    run(fresh_cargo(&fresh, toolchain, dirs)
         .args(["clippy", "--quiet", "--all-targets", "--", "-D", "warnings"])
-        .env("CARGO_TARGET_DIR", dirs.target.join("package-check")))?;
+        .env("CARGO_TARGET_DIR", dirs.target.join("package-check")))
+}
 
-    for name in CRATES {
-        let features = docs_rs_features(&crates.join(format!("{name}-{VERSION}")))?;
-        eprintln!(
-            "xtask package: the docs of {name} as docs.rs builds them (features {features:?}, \
-             no libtorch, RUSTDOCFLAGS=-D warnings)"
-        );
-        let docs = scratch.join(format!("docs-{name}"));
-        let list: Vec<String> = features.iter().map(|f| format!("{f:?}")).collect();
-        let vars = [
-            ("@NAME@", *name),
-            ("@FEATURES@", &list.join(", ")),
-            ("@PATCH@", &patch_lines(name, &crates)),
-        ];
-        write_crate(&docs, DOCS, &vars, &crates, Some(&lock))?;
-        let mut cmd = fresh_cargo(&docs, &toolchain, &dirs);
-        cmd.args(["doc", "--no-deps", "--lib", "-p", name])
-            .env("CARGO_TARGET_DIR", dirs.target.join("package-check"))
-            .env("DOCS_RS", "1")
-            .env("RUSTDOCFLAGS", "--cfg docsrs -D warnings");
-        for var in LIBTORCH_VARS {
-            cmd.env_remove(var);
-        }
-        run(&mut cmd)?;
+/// One package's docs as docs.rs builds them: its docs.rs features, no
+/// libtorch anywhere in the environment, warnings denied.
+fn build_docs(
+    name: &str,
+    dirs: &Dirs,
+    scratch: &Path,
+    crates: &Path,
+    lock: &str,
+    toolchain: &str,
+) -> Result<()> {
+    let features = docs_rs_features(&crates.join(format!("{name}-{VERSION}")))?;
+    eprintln!(
+        "xtask package: the docs of {name} as docs.rs builds them (features {features:?}, \
+         no libtorch, RUSTDOCFLAGS=-D warnings)"
+    );
+    let docs = scratch.join(format!("docs-{name}"));
+    let list: Vec<String> = features.iter().map(|f| format!("{f:?}")).collect();
+    let vars = [
+        ("@NAME@", name),
+        ("@FEATURES@", &list.join(", ")),
+        ("@PATCH@", &patch_lines(name, crates)),
+    ];
+    write_crate(&docs, DOCS, &vars, crates, Some(lock))?;
+    let mut cmd = fresh_cargo(&docs, toolchain, dirs);
+    cmd.args(["doc", "--no-deps", "--lib", "-p", name])
+        .env("CARGO_TARGET_DIR", dirs.target.join("package-check"))
+        .env("DOCS_RS", "1")
+        .env("RUSTDOCFLAGS", "--cfg docsrs -D warnings");
+    for var in LIBTORCH_VARS {
+        cmd.env_remove(var);
     }
+    run(&mut cmd)
+}
 
-    let msrv = rust_version(&root)?;
+/// Type-checks the packages and the fresh crate with the compiler that
+/// `rust-version` names (installed with rustup if missing), without
+/// libtorch (`doc-only`: the check is of the Rust code).
+fn check_rust_version(root: &Path, dirs: &Dirs, scratch: &Path, crates: &Path) -> Result<()> {
+    let msrv = rust_version(root)?;
     ensure_toolchain(&msrv)?;
     eprintln!(
         "xtask package: type-checking the packages and the fresh crate with Rust {msrv} \
@@ -192,8 +226,8 @@ pub fn package() -> Result<()> {
     // (the workspace's lock file has newer ones), so this crate resolves
     // afresh, as cargo does for such a user.
     let old = scratch.join("msrv");
-    write_crate(&old, FRESH, &[], &crates, None)?;
-    let mut cmd = fresh_cargo(&old, &msrv, &dirs);
+    write_crate(&old, FRESH, &[], crates, None)?;
+    let mut cmd = fresh_cargo(&old, &msrv, dirs);
     cmd.args(["check", "--features", "remat/doc-only"])
         .env("CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS", "fallback")
         // Older cargo knows no build-dir: it gets a target folder of its own.
@@ -205,10 +239,7 @@ pub fn package() -> Result<()> {
     for var in LIBTORCH_VARS {
         cmd.env_remove(var);
     }
-    run(&mut cmd)?;
-
-    eprintln!("xtask package: passed");
-    Ok(())
+    run(&mut cmd)
 }
 
 /// Every variable through which torch-sys and remat find libtorch.
