@@ -97,7 +97,8 @@ const DOCS: &[(&str, &str)] = &[
     ("src/lib.rs", "//! Only here to build the packages' docs.\n"),
 ];
 
-pub fn package() -> Result<()> {
+/// `rust_version`: also type-check with the compiler `rust-version` names.
+pub fn package(rust_version: bool) -> Result<()> {
     let root = repo_root();
     let dirs = Dirs::of_workspace()?;
     let scratch = cache_dir()?.join("package-check").join(clone_id(&root));
@@ -110,7 +111,14 @@ pub fn package() -> Result<()> {
     for name in CRATES {
         build_docs(name, &dirs, &scratch, &crates, &lock, &toolchain)?;
     }
-    check_rust_version(&root, &dirs, &scratch, &crates)?;
+    if rust_version {
+        check_rust_version(&root, &dirs, &scratch, &crates)?;
+    } else {
+        eprintln!(
+            "xtask package: rust-version check skipped (`cargo xtask package` runs it, or \
+             REMAT_MSRV=1 cargo xtask test)"
+        );
+    }
     eprintln!("xtask package: passed");
     Ok(())
 }
