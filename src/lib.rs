@@ -1,5 +1,11 @@
 //! remat: explicit, source-level activation rematerialization for libtorch.
 //!
+//! A checkpoint drops the activations of the code inside it after the
+//! forward and rebuilds them in backward by running that code again; the
+//! calls inside it are regions marked `save` (keep what they save) or
+//! `recompute`. The macros (`remat!`, `#[checkpoint]`) check at compile
+//! time that replayed code reads only values that replay rebuilds.
+//!
 //! This crate re-exports the runtime ([`remat_runtime`]) and the macros
 //! ([`remat_derive`]). Most code needs only the prelude:
 //!
@@ -19,10 +25,65 @@
 //! policies, state and saved-tensor hooks, the macros, the traits of what
 //! regions and checkpoints take and return, and errors. The rest is in
 //! named modules: [`diagnostics`], [`planner`], [`autograd`], [`storage`]
-//! and [`nn`]. `docs/api.md` lists every public name.
+//! and [`nn`].
 //!
-//! `docs/mental-model.md` explains the runtime, `docs/semantics.md` states
-//! its rules, `docs/dsl.md` the macros.
+//! # Building
+//!
+//! remat builds on [`tch`] 0.26, which needs libtorch 2.13.0. remat finds it
+//! exactly as tch's `torch-sys` does, from environment variables:
+//!
+//! - `LIBTORCH`: the folder holding libtorch's `lib/` and `include/` (a
+//!   libtorch download, or the `torch/` folder of the PyPI wheel
+//!   `torch==2.13.0`), with `LIBTORCH_CXX11_ABI=0` only for a libtorch
+//!   built with the pre-C++11 ABI;
+//! - or `LIBTORCH_USE_PYTORCH=1` with a Python environment activated that
+//!   has `torch==2.13.0` installed.
+//!
+//! A build without either fails with a message naming them. Binaries also
+//! need libtorch's shared libraries at run time; two lines in your crate's
+//! `build.rs` give them an rpath to the folder remat was built against:
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() {
+//!     if let Ok(lib) = std::env::var("DEP_REMAT_LIBTORCH_LIB") {
+//!         println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+//!     }
+//! }
+//! ```
+//!
+//! # Features
+//!
+//! - `cuda`: keeps `libtorch_cuda` linked, so that CUDA devices are visible
+//!   (without it the linker drops the library: nothing references it
+//!   directly). A binary crate of yours also prints
+//!   `-Wl,--no-as-needed`, `-ltorch_cuda` and `-Wl,--as-needed` as link
+//!   arguments in its `build.rs`.
+//! - `doc-only`: builds without libtorch, for documentation (docs.rs uses
+//!   it): tch's `doc-only`, and the C++ bridge is neither compiled nor
+//!   linked. Nothing built this way can run.
+//!
+//! # Guides
+//!
+//! In the repository, under `docs/`:
+//! [the mental model](https://github.com/remat-rs/remat/blob/main/docs/mental-model.md)
+//! (forward, recomputation and backward, what is kept, every run-time error),
+//! [the rules](https://github.com/remat-rs/remat/blob/main/docs/semantics.md)
+//! (the runtime's contract, numbered),
+//! [the macros](https://github.com/remat-rs/remat/blob/main/docs/dsl.md)
+//! (`remat!`, `#[checkpoint]`, `remat::nn` and every compile error),
+//! [testing a checkpointed model](https://github.com/remat-rs/remat/blob/main/docs/testing.md),
+//! [diagnostics](https://github.com/remat-rs/remat/blob/main/docs/diagnostics.md),
+//! [the memory-budget planner](https://github.com/remat-rs/remat/blob/main/docs/planner.md),
+//! [performance](https://github.com/remat-rs/remat/blob/main/docs/performance.md),
+//! [determinism](https://github.com/remat-rs/remat/blob/main/docs/determinism.md),
+//! [the public API](https://github.com/remat-rs/remat/blob/main/docs/api.md)
+//! and [the architecture](https://github.com/remat-rs/remat/blob/main/docs/architecture.md).
+//! The [changelog](https://github.com/remat-rs/remat/blob/main/CHANGELOG.md)
+//! states what each release changes and the semver policy.
+
+// The crate docs show a build script, whose `fn main` is the point.
+#![allow(clippy::needless_doctest_main)]
 
 pub use remat_derive::{checkpoint, remat, Capture};
 pub use remat_runtime::{

@@ -1,6 +1,6 @@
 //! docs/architecture.md stays true to the tree: every source file of the
-//! runtime, its C++ bridge, the macros, the reference crate and the root
-//! appears in the layout table of its folder, and every file a table
+//! runtime, its C++ bridge and build script, the macros, the reference
+//! crate, the root and the xtask appears in the layout table of its folder, and every file a table
 //! lists exists.
 
 use std::path::{Path, PathBuf};
@@ -10,9 +10,12 @@ use std::path::{Path, PathBuf};
 const FOLDERS: &[(&str, Option<&str>)] = &[
     ("remat_runtime/src", None),
     ("remat_runtime/csrc", None),
+    ("remat_runtime/build", None),
     ("remat_derive/src", Some("tests")),
     ("reference/src", None),
     ("src", None),
+    ("xtask/src", None),
+    ("xtask/fresh", None),
 ];
 
 fn root() -> PathBuf {

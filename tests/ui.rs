@@ -1,6 +1,7 @@
 //! The macros' compile errors (`ui-tests/fail`, each with its expected
 //! `.stderr`) and every allowed use (`ui-tests/pass`, built and run).
-//! Regenerate the `.stderr` files with `TRYBUILD=overwrite`, then read them.
+//! Regenerate the `.stderr` files with `TRYBUILD=overwrite`, then read them;
+//! `REMAT_UI=prefix` runs only the cases whose names start with `prefix`.
 
 #[test]
 // docs/dsl.md, "Every compile error, and its fix": each fail case names the rule it enforces.
@@ -17,7 +18,9 @@ fn ui() {
     };
     std::env::set_var("LD_LIBRARY_PATH", path);
 
+    // `REMAT_UI=name` runs the cases whose file name starts with it only.
+    let only = std::env::var("REMAT_UI").unwrap_or_default();
     let t = trybuild::TestCases::new();
-    t.compile_fail("ui-tests/fail/*.rs");
-    t.pass("ui-tests/pass/*.rs");
+    t.compile_fail(format!("ui-tests/fail/{only}*.rs"));
+    t.pass(format!("ui-tests/pass/{only}*.rs"));
 }

@@ -37,7 +37,7 @@ use crate::check::Checker;
 use crate::checkpoint_args::CheckpointArgs;
 use crate::errors::{parse_to_end, push_error};
 use crate::expand::ExpandNested;
-use crate::param_kind::{classify, has_impl_trait, mut_error, Kind};
+use crate::param_kind::{classify, has_impl_trait, has_lifetime, mut_error, Kind};
 use crate::rename_self::RenameSelf;
 use crate::unchecked_attr;
 
@@ -231,16 +231,24 @@ impl Expand {
                         // `_: T` is neither used nor needed in the body.
                         Kind::Capture { .. } if matches!(inner, Pat::Wild(_)) => {}
                         Kind::Capture { by_ref } => {
+                            // A parameter that only the attribute's own
+                            // expressions use (`enabled = on`) is used
+                            // outside the closure; its copy inside is not.
+                            if self.args_mention(&outer) {
+                                quote!(#[allow(unused_variables)]).to_tokens(&mut rebinds);
+                            }
                             let cap = format_ident!("__remat_cap{}", i, span = Span::mixed_site());
                             if by_ref {
                                 quote_spanned!(ty_span=> let #cap = ::remat::Capture::capture(#outer);)
                                     .to_tokens(&mut captures);
                                 quote!(let #inner = &#cap;).to_tokens(&mut rebinds);
-                            } else if has_impl_trait(&typed.ty) {
-                                // `impl Trait` cannot be named in a type: the
-                                // function item is instantiated once, at the
-                                // type inferred from the parameter, so that
-                                // this is still one use of the trait.
+                            } else if has_impl_trait(&typed.ty) || has_lifetime(&typed.ty) {
+                                // `impl Trait` cannot be named in a type, and a
+                                // type with a lifetime makes `fn(&T) -> T` fail
+                                // elision: the function item is instantiated
+                                // once, at the type inferred from the
+                                // parameter, so that this is still one use of
+                                // the trait.
                                 let func =
                                     format_ident!("__remat_capfn{}", i, span = Span::mixed_site());
                                 quote_spanned!(ty_span=>
@@ -271,9 +279,13 @@ impl Expand {
         let mut block = (*self.func.block).clone();
         let preparsed = crate::preparsed::collect(&mut block);
         checker.body(&block, Rc::clone(&preparsed));
-        if let Some(error) = checker.finish() {
-            self.error(error);
-        }
+        let check_failed = match checker.finish() {
+            Some(error) => {
+                self.error(error);
+                true
+            }
+            None => false,
+        };
         ExpandNested::new(preparsed).visit_block_mut(&mut block);
         if self.refused {
             // The errors say what to change; the body stays an ordinary
@@ -288,6 +300,13 @@ impl Expand {
                 body: quote!(#(#stmts)*),
             };
             return (Some(out), self.errors);
+        }
+        // docs/dsl.md, rule X15: a `remat!` the check cannot see is refused.
+        // (Not after the check's own errors, which include a `remat!` it
+        // sees inside another macro: one error for one mistake.)
+        if !check_failed {
+            crate::remat_guard::AroundUnchecked.visit_block_mut(&mut block);
+            crate::remat_guard::guard(&mut block);
         }
         unchecked_attr::Strip.visit_block_mut(&mut block);
         // The body as written (remat! expanded), for `enabled = false`.
@@ -363,6 +382,28 @@ impl Expand {
             body,
         };
         (Some(out), self.errors)
+    }
+
+    /// Whether the attribute's expressions (`name`, `enabled`, `strict`,
+    /// the state hooks) name `ident`.
+    fn args_mention(&self, ident: &syn::Ident) -> bool {
+        fn mentions(tokens: TokenStream, ident: &syn::Ident) -> bool {
+            tokens.into_iter().any(|tree| match tree {
+                proc_macro2::TokenTree::Ident(i) => i == *ident,
+                proc_macro2::TokenTree::Group(g) => mentions(g.stream(), ident),
+                _ => false,
+            })
+        }
+        let args = &self.args;
+        let name = match &args.name {
+            Some(Name::Dynamic(expr)) => Some(&**expr),
+            _ => None,
+        };
+        name.into_iter()
+            .chain(&args.enabled)
+            .chain(&args.strict)
+            .chain(&args.state_hooks)
+            .any(|expr| mentions(expr.to_token_stream(), ident))
     }
 
     fn check_signature(&mut self) {

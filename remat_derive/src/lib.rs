@@ -26,6 +26,7 @@ mod expand;
 mod param_kind;
 mod parse;
 mod preparsed;
+mod remat_guard;
 mod rename_self;
 mod unchecked_attr;
 

@@ -120,3 +120,21 @@ pub(crate) fn has_impl_trait(ty: &Type) -> bool {
     syn::visit::Visit::visit_type(&mut finder, ty);
     finder.0
 }
+
+/// Whether `ty` names a lifetime or a reference: a function pointer type
+/// `fn(&T) -> T` built from it would then have several input lifetimes and
+/// fail elision (E0106) before the `Capture` error the user needs.
+pub(crate) fn has_lifetime(ty: &Type) -> bool {
+    struct Finder(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Finder {
+        fn visit_lifetime(&mut self, _: &'ast syn::Lifetime) {
+            self.0 = true;
+        }
+        fn visit_type_reference(&mut self, _: &'ast syn::TypeReference) {
+            self.0 = true;
+        }
+    }
+    let mut finder = Finder(false);
+    syn::visit::Visit::visit_type(&mut finder, ty);
+    finder.0
+}

@@ -13,11 +13,21 @@
 //! The rest lives in named modules: [`diagnostics`] (trace, memory
 //! reports, CUDA diagnostics), [`planner`] (a memory-budget planner),
 //! [`autograd`] (custom autograd functions written in Rust, grad mode,
-//! placeholders, RNG state), [`storage`] (storage identity and version
-//! counters) and [`nn`] (tch's `nn`, capturable by checkpoints).
+//! placeholders, RNG state, whether recomputation stops early),
+//! [`storage`] (storage identity and version counters) and [`nn`] (tch's
+//! `nn`, capturable by checkpoints).
 //!
-//! `docs/architecture.md` in the repository explains how these map onto
-//! libtorch; `docs/semantics.md` states the rules.
+//! [docs/architecture.md](https://github.com/remat-rs/remat/blob/main/docs/architecture.md)
+//! explains how these map onto libtorch;
+//! [docs/semantics.md](https://github.com/remat-rs/remat/blob/main/docs/semantics.md)
+//! states the rules.
+//!
+//! Features: `cuda` keeps `libtorch_cuda` linked, so that CUDA devices are
+//! visible; `doc-only` builds without libtorch, for documentation only (tch's
+//! `doc-only`; the build script compiles no C++ bridge, so nothing links).
+//! The build finds libtorch as torch-sys does: `LIBTORCH`, or
+//! `LIBTORCH_USE_PYTORCH=1` in a Python environment with `torch==2.13.0`,
+//! and `LIBTORCH_CXX11_ABI`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

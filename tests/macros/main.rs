@@ -8,4 +8,5 @@ use remat_reference::testing as common;
 
 mod gradients;
 mod placeholder;
+mod shapes;
 mod trace;

@@ -56,6 +56,7 @@ fn profile(shape: &Shape, costs: Costs) -> Profile {
                 replay_ns: cost.ns,
                 spread_ns: cost.spread_ns,
                 working_set: shape.working_set[i],
+                tail_ns: 0,
             }
         })
         .collect();

@@ -301,6 +301,9 @@ fn a_panic_or_error_during_recomputation_leaves_the_autocast_state_as_it_was() {
 
     // A closure whose recomputation computes in another dtype than its
     // forward: libtorch's own dtype error, with the autocast states named.
+    // (Without early stop: the failing matmul saves both its operands
+    // before it computes, so an early stop would end the replay there,
+    // rule C17, and only the metadata check would speak.)
     let note = "the forward ran with autocast on for cpu (BFloat16), the backward that \
                 recomputes it was called with autocast off";
     let recompute_in = |kind: Kind, back_to_float: bool| {
@@ -308,6 +311,7 @@ fn a_panic_or_error_during_recomputation_leaves_the_autocast_state_as_it_was() {
         let y = autocast(CPU, BF16, || {
             checkpoint("casts")
                 .determinism(Determinism::Metadata)
+                .early_stop(false)
                 .call(&x, move |x| {
                     let mut x = if is_recomputing() { x.to_kind(kind) } else { x };
                     x = x.relu();

@@ -7,6 +7,7 @@ mod autocast;
 mod behaviour;
 mod cuda_build;
 mod diagnostics;
+mod early_stop;
 mod freed;
 mod gradients;
 mod memory;

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | env | test | demo | bench | soak | leaks`.
+//! Project tasks: `cargo xtask setup | env | test | package | demo | bench | soak | leaks`.
 //!
 //! `setup` installs libtorch (the PyPI wheel `torch==2.13.0`) into a per-user
 //! cache shared by every clone and links it as `.libtorch` in the repository,
@@ -8,12 +8,16 @@
 //! the training example `examples/train_gpt`, a crate of its own that follows
 //! the recipe. `bench` (see `bench()`) also installs the Python peer
 //! `torch_remat` into the same venv, and only it does. `soak` runs the long
-//! reliability checks, `leaks` the leak check alone.
+//! reliability checks, `leaks` the leak check alone. `package` checks that
+//! the crates as `cargo publish` would upload them build and run for a user
+//! (`package.rs`); `test` runs it last.
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod package;
 
 /// The libtorch version that tch 0.26 is written against.
 const TORCH_VERSION: &str = "2.13.0";
@@ -36,7 +40,12 @@ fn main() -> ExitCode {
         "env" => setup().map(|dir| print!("{}", user_config(&dir))),
         "test" => setup()
             .and_then(|_| test())
-            .and_then(|_| test_train_crate()),
+            .and_then(|_| test_train_crate())
+            // The rust-version check installs a second toolchain (minutes on
+            // a fresh machine): `cargo xtask package` runs it, `test` skips it
+            // unless REMAT_MSRV=1.
+            .and_then(|_| package::package(std::env::var_os("REMAT_MSRV").is_some())),
+        "package" => setup().and_then(|_| package::package(true)),
         "demo" => setup().and_then(|_| demo()),
         "leaks" => setup().and_then(|_| leaks()),
         "soak" => setup().and_then(|_| soak()),
@@ -47,7 +56,11 @@ fn main() -> ExitCode {
                  tasks:\n  \
                  setup  install libtorch {TORCH_VERSION} (cached per user) and link it as .libtorch\n  \
                  env    setup, then print the .cargo/config.toml of a crate that uses remat\n  \
-                 test   setup, then every test, rustfmt and clippy, and the training example\n  \
+                 test   setup, then every test, rustfmt and clippy, the training example \
+                 and `package` (without its rust-version check unless REMAT_MSRV=1)\n  \
+                 package  package the three crates, build and run a fresh crate with \
+                 `remat = \"0.1\"` against them, build their docs as docs.rs does, check \
+                 them with the rust-version's compiler\n  \
                  demo   setup, then train the reference model under each policy\n  \
                  bench  setup, install torch_remat {TORCH_REMAT_VERSION} into the venv, run \
                  benches/perf against the Python peers and write docs/performance.md \

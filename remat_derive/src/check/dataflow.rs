@@ -41,6 +41,12 @@ struct Frame {
 
 struct Analysis {
     findings: BTreeMap<ReadId, Finding>,
+    /// Marks by place count: no arm of an `is_recomputing()` branch writes
+    /// a place. After such a write a place may hold one tensor on the
+    /// forward (where `needs` marks) and another on recomputation (where
+    /// it is read), which marks by value tell apart and marks by place
+    /// cannot.
+    by_place: bool,
     frames: Vec<Frame>,
     gave_up: bool,
 }
@@ -49,6 +55,7 @@ struct Analysis {
 pub(crate) fn analyze(body: &Body) -> Outcome {
     let mut analysis = Analysis {
         findings: BTreeMap::new(),
+        by_place: !body.nodes.iter().any(phased_write),
         frames: Vec::new(),
         gave_up: false,
     };
@@ -83,7 +90,7 @@ impl Analysis {
                     st.smear(*local, projs, tree);
                 }
                 Node::Read(read) => self.read(st, read),
-                Node::Needs(op) => st.needs(op),
+                Node::Needs(op) => st.needs(op, self.by_place),
                 Node::Branch(arms) => {
                     let start = state.take();
                     let mut out = None;
@@ -173,6 +180,11 @@ impl Analysis {
         if self.findings.contains_key(&read.id) {
             return;
         }
+        if let crate::check::ir::Operand::Place(local, projs) = &read.operand {
+            if state.is_held(*local, projs) {
+                return;
+            }
+        }
         let tree = state.eval(&read.operand);
         let found = tree
             .values()
@@ -189,5 +201,28 @@ impl Analysis {
                 },
             );
         }
+    }
+}
+
+/// Whether `node` holds an `is_recomputing()` arm that writes a place.
+fn phased_write(node: &Node) -> bool {
+    fn writes(nodes: &[Node]) -> bool {
+        nodes.iter().any(|n| match n {
+            Node::Assign { .. } | Node::Smear { .. } => true,
+            other => phased_write(other) || children(other).iter().any(|c| writes(c)),
+        })
+    }
+    match node {
+        Node::Phased { forward, replay } => writes(forward) || writes(replay),
+        other => children(other).iter().any(|c| c.iter().any(phased_write)),
+    }
+}
+
+fn children(node: &Node) -> Vec<&[Node]> {
+    match node {
+        Node::Branch(arms) => arms.iter().map(Vec::as_slice).collect(),
+        Node::Phased { forward, replay } => vec![forward, replay],
+        Node::Loop { body, .. } | Node::Block { body, .. } => vec![body],
+        _ => Vec::new(),
     }
 }

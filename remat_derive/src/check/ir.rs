@@ -86,6 +86,13 @@ pub(crate) struct Read {
     pub at: TokenStream,
     /// The place as written (`attn`, `h.t`), if the read is of a place.
     pub var: Option<String>,
+    /// The collection `var` is an element of, as written, when `var` is a
+    /// `for` loop's variable (`parts` in `for t in &parts`): what a `needs`
+    /// must mark, since an element at a run-time index is not one value.
+    pub collection: Option<String>,
+    /// The read is in code that runs on recomputation only (an arm of
+    /// `if is_recomputing()`), where a `needs` has no effect.
+    pub replay_only: bool,
     pub kind: ReadKind,
 }
 
@@ -156,7 +163,7 @@ pub(crate) struct Site {
 }
 
 /// The lowered body.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub(crate) struct Body {
     pub nodes: Vec<Node>,
     pub sites: Vec<Site>,

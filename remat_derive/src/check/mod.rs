@@ -16,6 +16,7 @@
 //! decides about the code it cannot see.
 
 pub(crate) mod dataflow;
+pub(crate) mod fix;
 pub(crate) mod ir;
 pub(crate) mod lower;
 pub(crate) mod place;
@@ -70,16 +71,9 @@ impl Checker {
         let (body, mut errors) = self.lower.finish();
         let outcome = dataflow::analyze(&body);
         for finding in outcome.findings {
-            let read = &finding.read;
-            let site = &body.sites[finding.site];
-            let error = report::unmarked_read(
-                &read.at,
-                read.var.as_deref(),
-                &read.kind,
-                site,
-                &finding.elems,
-            );
-            errors.push((read.id, error));
+            let fix = fix::choose(&body, &finding);
+            let error = report::unmarked_read(fix, &body.sites, &finding);
+            errors.push((finding.read.id, error));
         }
         if outcome.gave_up {
             errors.push((usize::MAX, report::gave_up(Span::call_site())));

@@ -2,6 +2,8 @@
 
 use proc_macro2::{Span, TokenStream};
 
+use crate::check::dataflow::Finding;
+use crate::check::fix::Fix;
 use crate::check::ir::{Proj, ReadKind, Site};
 
 /// How a site's region is named in a message.
@@ -21,21 +23,29 @@ fn region_desc(site: &Site) -> String {
 
 /// The name bound to the value at `elems` (or the nearest enclosing one).
 fn origin<'a>(site: &'a Site, elems: &[Proj]) -> Option<&'a str> {
+    // A tuple pattern binds `.0`, which the analysis calls element `[0]`.
+    let norm = |path: &[Proj]| -> Vec<Proj> {
+        path.iter()
+            .map(|p| match p {
+                Proj::Field(f) => f.parse().map_or(p.clone(), |i| Proj::Index(Some(i))),
+                other => other.clone(),
+            })
+            .collect()
+    };
+    let elems = norm(elems);
     site.names
         .iter()
-        .filter(|(path, _)| elems.starts_with(path))
+        .filter(|(path, _)| elems.starts_with(&norm(path)))
         .max_by_key(|(path, _)| path.len())
         .map(|(_, name)| name.as_str())
 }
 
 /// A read by bare code (or a region's receiver) of an unmarked save output.
-pub(crate) fn unmarked_read(
-    at: &TokenStream,
-    var: Option<&str>,
-    kind: &ReadKind,
-    site: &Site,
-    elems: &[Proj],
-) -> syn::Error {
+pub(crate) fn unmarked_read(fix: Fix, all_sites: &[Site], finding: &Finding) -> syn::Error {
+    let read = &finding.read;
+    let (at, var, collection) = (&read.at, read.var.as_deref(), read.collection.as_deref());
+    let (replay_only, kind) = (read.replay_only, &read.kind);
+    let (site, elems) = (&all_sites[finding.site], finding.elems.as_slice());
     let region = region_desc(site);
     let Some(var) = var.or_else(|| origin(site, elems)) else {
         let name = &site.region;
@@ -48,24 +58,117 @@ pub(crate) fn unmarked_read(
             ),
         );
     };
-    let what = match origin(site, elems) {
-        Some(origin) if origin != var => {
+    // docs/dsl.md, rule X4: a mark of one element at a run-time index marks
+    // nothing, so the fix marks the whole collection.
+    let whole = whole_collection(var, collection, site, elems);
+    let what = match (origin(site, elems), &whole) {
+        (_, Some(whole)) if whole != var => {
+            format!("`{var}` is an element of `{whole}`, the output of {region}")
+        }
+        (Some(origin), _) if origin != var => {
             format!("`{var}` is a view of `{origin}`, the output of {region}")
         }
         _ => format!("`{var}` holds the output of {region}"),
     };
-    let message = match kind {
-        ReadKind::Bare => format!(
-            "{what}, which is skipped on replay; add `needs {var};` before this read, or \
-             pass `{var}` to a region"
+    // A place read at a run-time index is marked whole (`needs parts;`
+    // for `parts[i]`); anything else as itself (a loop's `t` too):
+    // `check::fix` tries the same.
+    let (mark, why) = match runtime_index_base(var) {
+        Some(base) => (
+            base,
+            " (every element: a `needs` of one element at a run-time index marks none)",
         ),
+        None => (var.to_string(), ""),
+    };
+    // The fix was tried (`check::fix`): only one that satisfies the check
+    // is offered.
+    let (read, alternative) = match kind {
+        ReadKind::Bare => ("this read", format!("pass `{var}` to a region")),
+        ReadKind::Callee { .. } => ("this statement", format!("pass `{var}` as an argument")),
+    };
+    let fix = match fix {
+        Fix::BeforeRead => format!("add `needs {mark};` before {read}{why}, or {alternative}"),
+        Fix::AfterRegions(sites) => {
+            let at = if replay_only {
+                "this read runs on recomputation only, where `needs` has no effect"
+            } else {
+                "a `needs` here would not cover every path to this read"
+            };
+            let marks: Vec<String> = sites
+                .iter()
+                .enumerate()
+                .map(|(i, (site, elems))| {
+                    let cut = elems
+                        .iter()
+                        .take_while(|p| **p != Proj::Index(None))
+                        .count();
+                    let name = origin(&all_sites[*site], &elems[..cut]).unwrap_or(var);
+                    let which = if i == 0 { "the statement" } else { "that" };
+                    format!(
+                        "`needs {name};` right after {which} of region `{}`",
+                        all_sites[*site].region
+                    )
+                })
+                .collect();
+            format!("add {} ({at}), or {alternative}", marks.join(", "))
+        }
+        Fix::None => format!(
+            "no one `needs` covers every path to {read}: {alternative}, or mark the value on \
+             each path that reaches it"
+        ),
+    };
+    let message = match kind {
+        ReadKind::Bare => format!("{what}, which is skipped on replay; {fix}"),
         ReadKind::Callee { keyword, region } => format!(
             "{what}, which is skipped on replay, and `{keyword}` region `{region}` reads it \
-             through its receiver, which is not one of its inputs; add `needs {var};` before \
-             this statement, or pass `{var}` as an argument"
+             through its receiver, which is not one of its inputs; {fix}"
         ),
     };
     syn::Error::new_spanned(at, message)
+}
+
+/// What `needs` must name when the read is of an element at a run-time
+/// index (`parts[i]`, a `for` loop's `t`): the collection, as written.
+/// `None` when the read names one element (or a piece of a split view,
+/// which a mark of any piece keeps whole).
+fn whole_collection(
+    var: &str,
+    collection: Option<&str>,
+    site: &Site,
+    elems: &[Proj],
+) -> Option<String> {
+    let at = elems.iter().position(|p| *p == Proj::Index(None))?;
+    if elems[..at].contains(&Proj::Split) {
+        return None;
+    }
+    if let Some(collection) = collection {
+        return Some(collection.to_string());
+    }
+    if let Some(base) = runtime_index_base(var) {
+        return Some(base);
+    }
+    origin(site, &elems[..at]).map(str::to_string)
+}
+
+/// `parts[i]`, `s.parts[k].t`: the place up to its first index that is not
+/// a literal.
+fn runtime_index_base(var: &str) -> Option<String> {
+    let mut depth = 0;
+    for (i, c) in var.char_indices() {
+        match c {
+            '[' if depth == 0 => {
+                let close = var[i..].find(']')? + i;
+                if var[i + 1..close].parse::<u32>().is_err() {
+                    return Some(var[..i].to_string());
+                }
+                depth += 1;
+            }
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `needs x;` on an input or a `recompute` output.

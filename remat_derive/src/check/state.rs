@@ -8,6 +8,12 @@
 //! earlier ones together (in a loop, the previous iterations'), which
 //! `needs` can never mark, since it names one instance. States form a
 //! finite lattice under `join`, which is what lets loops reach a fixpoint.
+//!
+//! Marks are also kept by place: `needs p;` marks whatever `p` holds at
+//! run time, whichever instance that is, so a read of `p` (or of a place
+//! under it) before `p` is written again is safe even where the values
+//! `p` may hold cannot be told apart (an earlier loop iteration's, one of
+//! several joined). Held marks are on *every* path too (joins intersect).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +47,10 @@ pub(crate) struct State {
     places: BTreeMap<Key, BTreeSet<Val>>,
     /// Existing values → element paths marked on every path.
     marks: BTreeMap<(SiteId, Gen), BTreeSet<Vec<Proj>>>,
+    /// Places marked by a `needs` of the place itself and not written
+    /// since, on every path. Only places without an index: `needs v[0];`
+    /// names one element, but every index of `v` is one place here.
+    held: BTreeSet<Key>,
 }
 
 fn place_key(projs: &[Proj]) -> Vec<Proj> {
@@ -208,6 +218,7 @@ impl State {
         } else {
             value
         };
+        self.unhold(local, &key);
         // Remove the place and everything under it, then write.
         let doomed: Vec<Key> = self
             .places
@@ -230,6 +241,7 @@ impl State {
     /// (itself included): a write that may land anywhere there.
     pub(crate) fn smear(&mut self, local: usize, projs: &[Proj], value: Tree) {
         let key = place_key(projs);
+        self.unhold(local, &key);
         let vals: BTreeSet<Val> = value.into_values().flatten().collect();
         if !self.places.contains_key(&(local, key.clone())) {
             let here = project(&self.tree_of(local), projs)
@@ -242,6 +254,20 @@ impl State {
                 held.extend(vals.iter().cloned());
             }
         }
+    }
+
+    /// A write to `local.key` changes what it and every place above or
+    /// under it hold.
+    fn unhold(&mut self, local: usize, key: &[Proj]) {
+        self.held
+            .retain(|(l, k)| *l != local || !(k.starts_with(key) || key.starts_with(k)));
+    }
+
+    /// Whether a read of `local.projs` reads a place that a `needs` of it
+    /// (or of a place above it) marked, with no write since.
+    pub(crate) fn is_held(&self, local: usize, projs: &[Proj]) -> bool {
+        let key = place_key(projs);
+        (0..=key.len()).any(|len| self.held.contains(&(local, key[..len].to_vec())))
     }
 
     pub(crate) fn is_marked(&self, val: &Val) -> bool {
@@ -282,7 +308,18 @@ impl State {
         self.marks.insert((site, Gen::Cur), BTreeSet::new());
     }
 
-    pub(crate) fn needs(&mut self, op: &Operand) {
+    /// `needs op`; `by_place`: whether a mark of a place counts for later
+    /// reads of that place (see `held`).
+    pub(crate) fn needs(&mut self, op: &Operand, by_place: bool) {
+        if let Operand::Place(local, projs) = op {
+            if by_place
+                && !projs
+                    .iter()
+                    .any(|p| matches!(p, Proj::Index(_) | Proj::Split))
+            {
+                self.held.insert((*local, projs.clone()));
+            }
+        }
         let vals: BTreeSet<Val> = self.eval(op).into_values().flatten().collect();
         if vals.len() != 1 {
             return;
@@ -344,7 +381,12 @@ pub(crate) fn join(a: Option<State>, b: Option<State>) -> Option<State> {
         };
         marks.insert(*key, merged);
     }
-    Some(State { places, marks })
+    let held = a.held.intersection(&b.held).cloned().collect();
+    Some(State {
+        places,
+        marks,
+        held,
+    })
 }
 
 /// Joins the arms of `if is_recomputing()` from `start`: the forward arm
@@ -362,6 +404,11 @@ pub(crate) fn phase_join(
         return join(fwd, rep);
     };
     let mut out = join(Some(f.clone()), Some(r.clone()))?;
+    // A place marked on the forward holds the same tensor on recomputation
+    // only if neither arm wrote it: what was marked before the `if` and
+    // still is after both arms (a `needs` in the recomputation arm is not
+    // in the IR, so that arm only loses places).
+    out.held.retain(|key| start.held.contains(key));
     for (key, marked) in out.marks.iter_mut() {
         if r.marks.get(key) == start.marks.get(key) {
             if let Some(m) = f.marks.get(key) {

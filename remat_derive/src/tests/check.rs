@@ -267,14 +267,18 @@ fn forward_only_branches_are_fine() {
         if !(::remat::is_recomputing()) { let y = a.exp(); }
         if is_recomputing() { let y = 1; } else { let y = a.exp(); }
     }));
-    // The other branch is checked.
-    assert_read(
-        remat_errors(quote! {
+    // The other branch is checked; a `needs` there would do nothing, so
+    // the fix marks the output where it is made.
+    assert_one_error(
+        &remat_errors(quote! {
             let a = save s: f(&x);
             if !is_recomputing() { let y = 1; } else { let y = a.exp(); }
         }),
-        "a",
-        "s",
+        &[
+            "`a` holds the output of `save` region `s`",
+            "add `needs a;` right after the statement of region `s` (this read runs on \
+             recomputation only",
+        ],
     );
 }
 

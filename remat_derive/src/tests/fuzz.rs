@@ -284,7 +284,15 @@ fn token_bounds(tokens: &TokenStream, starts: &mut Vec<usize>, ends: &mut Vec<us
 /// identifier) and last span (on the group holding the message).
 fn error_spans(out: &TokenStream, found: &mut Vec<(String, Range<usize>, Range<usize>)>) {
     let tokens: Vec<TokenTree> = out.clone().into_iter().collect();
+    let mut skip = 0;
     for (i, token) in tokens.iter().enumerate() {
+        // The guard's `macro_rules!` holds an error for where it is invoked.
+        if matches!(token, TokenTree::Ident(ident) if ident == "macro_rules") {
+            skip = i + 4;
+        }
+        if i < skip {
+            continue;
+        }
         match token {
             TokenTree::Ident(ident) if ident == "compile_error" => {
                 if let Some(TokenTree::Group(group)) = tokens.get(i + 2) {

@@ -4,7 +4,8 @@
 //! (a range, a tensor index), pieces of `chunk`, branches, `is_recomputing()` branches, loops
 //! carrying values, `needs` placed or not, regions consuming values, bare
 //! reads, labelled blocks and `break`s out of them, shadowing `let`s under
-//! `#[cfg]`; `oracle_program` draws and renders them) go through the
+//! `#[cfg]`, a `Vec` output with its elements marked, stored, read by index
+//! and in `for` loops; `oracle_program` draws and renders them) go through the
 //! check, and through a small interpreter that simulates the runtime in two
 //! passes: on the forward it records what `needs` and `recompute` regions
 //! ask to keep; on replay every other `save` output is a placeholder, and a
@@ -37,6 +38,8 @@ struct Oracle<'a> {
     next_choice: Cell<usize>,
     vars: [Val; VARS],
     fields: [Val; 2],
+    /// The `Vec` local `p`'s two elements.
+    elems: [Val; 2],
     instances: usize,
     kept: HashSet<Val>,
     read: Vec<Val>,
@@ -138,6 +141,26 @@ impl Oracle<'_> {
                         self.vars[*a] = Val::Other;
                     }
                 }
+                // The elements of a `Vec` output are separate tensors.
+                Stmt::SaveVec => {
+                    self.instances += 1;
+                    self.elems = [0, 1].map(|k| Val::Saved(self.instances, Some(k)));
+                }
+                Stmt::NeedsVec => self.kept.extend(self.elems),
+                Stmt::NeedsElem(k) => {
+                    self.kept.insert(self.elems[*k]);
+                }
+                Stmt::ReadElem(k) => self.read.push(self.elems[*k]),
+                Stmt::StoreElem(k, a) => self.elems[*k] = self.vars[*a],
+                Stmt::ForRead(marked) => {
+                    for v in self.elems {
+                        if *marked {
+                            self.kept.insert(v);
+                        }
+                        self.read.push(v);
+                    }
+                }
+                Stmt::ForLoad(a) => self.vars[*a] = self.elems[1],
                 Stmt::Leave => {
                     if self.blocks > 0 && self.choice() % 2 == 0 {
                         return true;
@@ -164,6 +187,7 @@ fn oracle_fails(stmts: &[Stmt], choices: &[usize]) -> bool {
             next_choice: Cell::new(0),
             vars: [Val::Other; VARS],
             fields: [Val::Other; 2],
+            elems: [Val::Other; 2],
             instances: 0,
             kept: HashSet::new(),
             read: Vec::new(),

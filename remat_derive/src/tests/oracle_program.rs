@@ -55,6 +55,22 @@ pub(super) enum Stmt {
     /// `if cI { break 'bK; }` out of the innermost labelled block (through
     /// any loops in it); nothing outside one.
     Leave,
+    /// `p = remat!(save [K]: fv(x));`: a `Vec` output of two tensors, into
+    /// the one `Vec` local `p`.
+    SaveVec,
+    /// `remat! { needs p; }`: every element.
+    NeedsVec,
+    /// `remat! { needs p[K]; }`
+    NeedsElem(usize),
+    /// `let _ = p[K].exp();`
+    ReadElem(usize),
+    /// `p[K] = vI.shallow_clone();`
+    StoreElem(usize, usize),
+    /// `for t in &p { .. }`: reads each element, after marking it
+    /// (`needs t;`) when the flag is set.
+    ForRead(bool),
+    /// `for t in &p { vI = t.shallow_clone(); }`: `vI` ends with the last.
+    ForLoad(usize),
 }
 
 pub(super) fn stmt() -> impl Strategy<Value = Stmt> {
@@ -76,6 +92,13 @@ pub(super) fn stmt() -> impl Strategy<Value = Stmt> {
         1 => (0..2usize).prop_map(Stmt::ReadField),
         1 => Just(Stmt::Leave),
         1 => v().prop_map(Stmt::CfgLet),
+        1 => Just(Stmt::SaveVec),
+        1 => Just(Stmt::NeedsVec),
+        1 => (0..2usize).prop_map(Stmt::NeedsElem),
+        1 => (0..2usize).prop_map(Stmt::ReadElem),
+        1 => (0..2usize, v()).prop_map(|(k, a)| Stmt::StoreElem(k, a)),
+        1 => any::<bool>().prop_map(Stmt::ForRead),
+        1 => v().prop_map(Stmt::ForLoad),
     ];
     let v = || 0..VARS;
     let plain = prop_oneof![
@@ -200,6 +223,19 @@ impl Render {
                 self.branches += 1;
                 write!(t, "#[cfg(feature = \"f{id}\")] let mut v{a} = x.exp();").unwrap();
             }
+            Stmt::SaveVec => {
+                let k = self.site();
+                write!(t, "p = remat!(save [{k}]: fv(x));").unwrap();
+            }
+            Stmt::NeedsVec => t.push_str("remat! { needs p; }"),
+            Stmt::NeedsElem(k) => write!(t, "remat! {{ needs p[{k}]; }}").unwrap(),
+            Stmt::ReadElem(k) => write!(t, "let _ = p[{k}].exp();").unwrap(),
+            Stmt::StoreElem(k, a) => write!(t, "p[{k}] = v{a}.shallow_clone();").unwrap(),
+            Stmt::ForRead(false) => t.push_str("for t in &p { let _ = t.exp(); }"),
+            Stmt::ForRead(true) => {
+                t.push_str("for t in &p { remat! { needs t; } let _ = t.exp(); }")
+            }
+            Stmt::ForLoad(a) => write!(t, "for t in &p {{ v{a} = t.shallow_clone(); }}").unwrap(),
             Stmt::Leave => {
                 if let Some(block) = self.blocks.last() {
                     let id = self.branches;
@@ -214,6 +250,12 @@ impl Render {
 }
 
 pub(super) fn render(stmts: &[Stmt]) -> TokenStream {
+    let body = TokenStream::from_str(&render_body(stmts)).expect("balanced");
+    quote!(fn block(x: &Tensor) -> Tensor { #body })
+}
+
+/// The body's text, which `render` wraps in a function.
+pub(super) fn render_body(stmts: &[Stmt]) -> String {
     let mut r = Render {
         text: String::new(),
         sites: 0,
@@ -225,8 +267,9 @@ pub(super) fn render(stmts: &[Stmt]) -> TokenStream {
     }
     r.text
         .push_str("let mut h = H { t: x.shallow_clone(), u: x.shallow_clone() }; ");
+    r.text
+        .push_str("let mut p = vec![x.shallow_clone(), x.shallow_clone()]; ");
     r.stmts(stmts);
     r.text.push_str("x.shallow_clone()");
-    let body = TokenStream::from_str(&r.text).expect("balanced");
-    quote!(fn block(x: &Tensor) -> Tensor { #body })
+    r.text
 }

@@ -352,7 +352,7 @@ fn more_shapes_refused() {
         // Iterating over a Vec output.
         (
             quote! { let parts = remat!(save f: f(x)); for p in parts.iter() { p.exp(); } x + 1 },
-            "`p` is a view of `parts`",
+            "`p` is an element of `parts`, the output of `save` region `f`, which is skipped on replay; add `needs p;` before this read",
         ),
         // Stored into `self`: escapes, a read.
         (

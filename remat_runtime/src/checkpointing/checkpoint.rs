@@ -11,13 +11,14 @@
 //! docs/semantics.md rules kept here: C1 (inputs saved on a node), C4 (plain
 //! runs), C9 (the boundary), C10 (outputs), C11 (errors on the forward), H2
 //! (the entry snapshot), T4 (which saved-tensor pair), P5 (strict by
-//! default from the environment).
+//! default from the environment), C18 (whether replay may stop early).
 
 use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, AutocastState, WeakStorage};
 use crate::checkpointing::auto;
 use crate::checkpointing::checkpoint_state::{Body, CheckpointState, KeptInput, StateOptions};
 use crate::checkpointing::closure::RecomputableClosure;
 use crate::checkpointing::determinism::Determinism;
+use crate::checkpointing::early_stop;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holder::ForwardHooks;
 use crate::checkpointing::nodes;
@@ -56,6 +57,9 @@ pub struct Checkpoint {
     enabled: Enabled,
     /// `None`: the process-wide default (`REMAT_STRICT_RECOMPUTE`).
     strict: Option<bool>,
+    /// `None`: the process-wide default (`autograd::set_checkpoint_early_stop`,
+    /// `REMAT_EARLY_STOP`).
+    early_stop: Option<bool>,
 }
 
 /// Whether a checkpoint call checkpoints.
@@ -98,6 +102,7 @@ pub fn checkpoint(name: impl Into<String>) -> Checkpoint {
         saved_tensors_hooks: None,
         enabled: Enabled::On,
         strict: None,
+        early_stop: None,
     }
 }
 
@@ -162,6 +167,41 @@ impl Checkpoint {
     /// ```
     pub fn strict_recompute(mut self, strict: bool) -> Self {
         self.strict = Some(strict);
+        self
+    }
+
+    /// Whether recomputation stops as soon as it has rebuilt every saved
+    /// tensor the backward can still read (default: yes, unless
+    /// `autograd::set_checkpoint_early_stop(false)` or `REMAT_EARLY_STOP=0` said
+    /// otherwise). Stopped, the closure's code after its last save does not
+    /// run again in backward: its work is not repeated, and neither are its
+    /// side effects (they happen once, on the forward). Turn it off for a
+    /// closure whose tail must run on every recomputation. Strict
+    /// recomputation (`strict_recompute`) always runs the whole closure.
+    ///
+    /// ```
+    /// use remat_runtime::checkpoint;
+    /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    /// use std::sync::Arc;
+    ///
+    /// let tails = Arc::new(AtomicUsize::new(0));
+    /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let run = |early_stop: bool| {
+    ///     tails.store(0, SeqCst);
+    ///     let count = tails.clone();
+    ///     let y = checkpoint("block").early_stop(early_stop).call(&x, move |x| {
+    ///         let y = x.sin(); // the last save: `sin` saves its input
+    ///         count.fetch_add(1, SeqCst); // the tail
+    ///         y * 2
+    ///     });
+    ///     y.sum(tch::Kind::Float).backward();
+    ///     tails.load(SeqCst)
+    /// };
+    /// assert_eq!(run(true), 1); // the forward only
+    /// assert_eq!(run(false), 2); // the forward and the replay
+    /// ```
+    pub fn early_stop(mut self, on: bool) -> Self {
+        self.early_stop = Some(on);
         self
     }
 
@@ -366,7 +406,8 @@ impl Checkpoint {
         // boundary, on the forward and in every recomputation.
         let erased: Body = Box::new(move |flat| {
             let out = body(owned(flat)).into_parts();
-            // Also on replay: the boundary's saves are the last holders.
+            // Also on replay, where their zero-element markers are no
+            // holders (rule C17: a stopped replay never gets here).
             out.into_iter()
                 .map(|t| t.map(|t| nodes::boundary(t).unwrap_or_else(|e| panic!("{e}"))))
                 .collect()
@@ -382,11 +423,18 @@ impl Checkpoint {
                 })
             })
             .collect();
+        let strict = self.strict.unwrap_or_else(strict_by_default);
         let state = CheckpointState::new(StateOptions {
             name: self.name.map(Arc::from),
             determinism: self.determinism,
             state_hooks: self.state_hooks,
-            strict: self.strict.unwrap_or_else(strict_by_default),
+            strict,
+            // docs/semantics.md, rule C18: the checkpoint's own choice, else the
+            // process's; strict recomputation runs the whole closure.
+            early_stop: !strict
+                && self
+                    .early_stop
+                    .unwrap_or_else(early_stop::checkpoint_early_stop),
             body: erased,
             input_saver: saver,
             present,
@@ -409,6 +457,11 @@ impl Checkpoint {
                 None => (body)(flat),
                 Some(call) => {
                     let start = timing::DeviceTimer::start();
+                    {
+                        let mut call = lock(call);
+                        call.started = Some(std::time::Instant::now());
+                        call.early_stop = state.early_stop;
+                    }
                     let parts = (body)(flat);
                     let mut call = lock(call);
                     call.elapsed = start.elapsed();

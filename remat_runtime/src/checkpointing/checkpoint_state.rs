@@ -16,6 +16,7 @@
 use crate::bridge::{AutocastState, WeakStorage};
 use crate::checkpointing::auto::Resolved;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
+use crate::checkpointing::early_stop::StopState;
 use crate::checkpointing::save_region::persist::PersistIndex;
 use crate::checkpointing::save_region::record::{region_path, SaveRecord};
 use crate::diagnostics::timing::CheckpointCall;
@@ -40,6 +41,9 @@ pub(crate) struct CheckpointState {
     /// Replay serves a placeholder for every `Save` output no consumer
     /// asked for, even one autograd keeps anyway.
     pub strict: bool,
+    /// Replay ends once everything backward can still unpack is rebuilt
+    /// (off under strict recomputation).
+    pub early_stop: bool,
     pub body: Mutex<Body>,
     /// Output of the node that saved the inputs (None when grad was off).
     pub input_saver: Mutex<Option<Tensor>>,
@@ -72,6 +76,11 @@ pub(crate) struct Inner {
     pub replay_count: usize,
     /// The first error a replay's hooks met (they cannot return it).
     pub replay_error: Option<String>,
+    /// What the running replay must still rebuild, and whether it stopped.
+    pub stop: StopState,
+    /// `Save` regions of the forward with saves rebuilt on replay (S3):
+    /// replay must reach each before it may stop.
+    pub rebuild_regions: usize,
     /// Graph tasks this checkpoint has replayed for.
     pub replayed: HashSet<i64>,
     pub records: FastMap<Cow<'static, str>, Arc<SaveRecord>>,
@@ -132,6 +141,7 @@ pub(crate) struct StateOptions {
     pub determinism: Determinism,
     pub state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
     pub strict: bool,
+    pub early_stop: bool,
     pub body: Body,
     pub input_saver: Tensor,
     pub present: Vec<bool>,
@@ -151,6 +161,7 @@ impl CheckpointState {
             determinism: options.determinism,
             state_hooks: options.state_hooks,
             strict: options.strict,
+            early_stop: options.early_stop,
             body: Mutex::new(options.body),
             input_saver: Mutex::new(Some(options.input_saver)),
             present: options.present,

@@ -13,6 +13,7 @@
 use crate::bridge::{graph_task_id, HookPair, Payload, SaveSite};
 use crate::checkpointing::checkpoint_state::{CheckpointState, HolderSlot};
 use crate::checkpointing::frame;
+use crate::checkpointing::nodes;
 use crate::checkpointing::recompute::replay_if_needed;
 use crate::diagnostics::timing;
 use crate::sync::lock;
@@ -43,6 +44,13 @@ pub(crate) fn current_task() -> i64 {
 /// A save of a `Save` body, packed by that body's pair (which unpacks it).
 struct Delegated(Arc<dyn HookPair>, Payload);
 
+/// A boundary's zero-element marker, kept as is: unpacking it starts the
+/// replay, but the replay need not reach the boundary to give it back.
+struct Marker {
+    state: Arc<CheckpointState>,
+    value: Tensor,
+}
+
 /// The checkpoint's hook on the forward: every save becomes an empty holder,
 /// except in a running `Save` body, whose pair packs it instead.
 pub(crate) struct ForwardHooks(pub Arc<CheckpointState>);
@@ -56,6 +64,13 @@ impl HookPair for ForwardHooks {
     /// (not billed as activations) and names the saving node.
     fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         let state = &self.0;
+        // docs/semantics.md, rules C9 and C17: the marker is no holder.
+        if nodes::is_marker() {
+            return Ok(Box::new(Marker {
+                state: state.clone(),
+                value: tensor,
+            }));
+        }
         if let Some(call) = &state.profile {
             timing::note_saved(call, &tensor);
         }
@@ -63,6 +78,10 @@ impl HookPair for ForwardHooks {
         if let Some(pair) = frame::save_pack_of(state) {
             let payload = pair.pack_saved(tensor, site)?;
             return Ok(Box::new(Delegated(pair, payload)));
+        }
+        if let Some(call) = &state.profile {
+            // Where an early-stopped replay may end, for the planner.
+            timing::note_holder(call);
         }
         let mut inner = lock(&state.inner);
         // docs/semantics.md, rule C3: everything else becomes an empty holder, in
@@ -81,6 +100,11 @@ impl HookPair for ForwardHooks {
     fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
         if let Some(Delegated(pair, inner)) = payload.downcast_ref::<Delegated>() {
             return pair.unpack(&**inner);
+        }
+        if let Some(Marker { state, value }) = payload.downcast_ref::<Marker>() {
+            // docs/semantics.md, rule C6: the boundary's unpack starts the replay.
+            replay_if_needed(state, current_task()).map_err(|e| e.to_string())?;
+            return Ok(value.shallow_clone());
         }
         let holder = payload
             .downcast_ref::<Holder>()

@@ -5,15 +5,17 @@
 //! `checkpoint_state` (what one checkpoint call shares) with `determinism`,
 //! `frame` (which checkpoint and phase a thread runs), `holder` and
 //! `recompute` (the saved tensors autograd keeps, refilled by running the
-//! closure again), `nodes` (the autograd nodes remat adds), `save_region/`
-//! (everything of `Save` regions) and `region`, and `checkpoint` (the public
-//! builder and the forward).
+//! closure again) with `early_stop` (where that run may end), `nodes` (the
+//! autograd nodes remat adds), `save_region/` (everything of `Save`
+//! regions) and `region`, and `checkpoint` (the public builder and the
+//! forward).
 
 pub(crate) mod auto;
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_state;
 pub(crate) mod closure;
 pub(crate) mod determinism;
+pub(crate) mod early_stop;
 pub(crate) mod frame;
 pub(crate) mod holder;
 pub(crate) mod nodes;

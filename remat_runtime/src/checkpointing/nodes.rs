@@ -23,6 +23,7 @@ impl NodeBackward for SaveInputs {
 
 thread_local! {
     static SAVING_INPUTS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static MARKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Marks this thread as saving a checkpoint's inputs until dropped, so that
@@ -62,6 +63,13 @@ pub(crate) fn save_inputs(inputs: &[&Tensor]) -> Result<Tensor> {
     Ok(out.pop().expect("one output"))
 }
 
+/// Whether the save being packed now is a boundary's marker: a checkpoint
+/// keeps it as is (it has no data) instead of making it a holder, so that a
+/// replay never has to run on to the boundary to refill it (rule C17).
+pub(crate) fn is_marker() -> bool {
+    MARKING.with(|m| m.get())
+}
+
 /// At the checkpoint's output: its backward is what backward reaches first in
 /// the region, and it unpacks a zero-element saved tensor, which starts the
 /// replay before any other saved tensor of the region is needed.
@@ -85,13 +93,16 @@ pub(crate) fn boundary(t: Tensor) -> Result<Tensor> {
     }
     let marker = Tensor::empty([0], (t.kind(), t.device()));
     let mut out = vec![no_grad(|| t.view_as(&t))];
-    attach_node(
+    let was = MARKING.with(|m| m.replace(true));
+    let attached = attach_node(
         Box::new(Boundary),
         "CheckpointBoundary",
         &[&t],
         &mut out,
         &[&marker],
-    )?;
+    );
+    MARKING.with(|m| m.set(was));
+    attached?;
     Ok(out.pop().expect("one output"))
 }
 

@@ -7,17 +7,19 @@
 //! by guards, also when the closure panics.
 //!
 //! docs/semantics.md rules kept here: C6 (what recomputation does), C7 (the
-//! whole closure runs: nothing stops it once every holder is filled), C8
-//! (once per graph task, serialised), C12 (errors come back as the
-//! backward's `Err`), C13 (the count and determinism checks), C16 (a
-//! backward inside the closure), A1-A2 (grad mode, autocast), H3 (state
-//! hooks around recomputation), D4 (a recomputed checkpoint leaves the
-//! whole-model report).
+//! whole closure runs when early stop is off), C8 (once per graph task,
+//! serialised), C12 (errors come back as the backward's `Err`), C13 (the
+//! count and determinism checks), C16 (a backward inside the closure), C17
+//! (the stop once everything needed is rebuilt, `early_stop` says how),
+//! A1-A2 (grad mode, autocast), H3 (state hooks around recomputation), D4
+//! (a recomputed checkpoint leaves the whole-model report).
 
 use crate::autocast::Entered;
 use crate::bridge::{grad_fn_saved, AutocastState, GradModeGuard, HookPair, Payload};
 use crate::checkpointing::checkpoint_state::CheckpointState;
+use crate::checkpointing::early_stop::{StopState, STOP};
 use crate::checkpointing::frame::{self, Phase};
+use crate::checkpointing::nodes;
 use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::hooks::state_hooks::{restore_all, snapshot_all, RestoreOnDrop};
@@ -42,6 +44,19 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
         let mut inner = lock(&state.inner);
         inner.replay_count = 0;
         inner.replay_error = None;
+        // docs/semantics.md, rule C17: what this replay must rebuild before it
+        // may stop.
+        let holders = inner
+            .holders
+            .iter()
+            .rposition(|h| h.strong_count() > 0)
+            .map_or(0, |last| last + 1);
+        inner.stop = StopState::start(state.early_stop, holders, inner.rebuild_regions);
+        if inner.stop.done(0) {
+            // Nothing the backward reads needs the closure: it does not run.
+            inner.replayed.insert(task);
+            return Ok(());
+        }
     }
     let outcome = {
         let _hooks = SavedTensorsHooks::push(Some(Arc::new(ReplayHooks {
@@ -89,23 +104,33 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
                 ))
             }
         };
-        // docs/semantics.md, rules C7 and C12: the whole closure runs; a panic in it
-        // becomes this backward's `Err` ("replay failed").
+        // docs/semantics.md, rules C7 and C12: the closure runs (to its end
+        // unless it stops early, C17); a panic in it becomes this backward's
+        // `Err` ("replay failed").
         let outcome = catch_quietly(|| (body)(inputs));
         (outcome, outer.finish())
     };
     let explain =
         |message: String| state.error(message + &autocast_note(&state.autocast, &caller_autocast));
+    // docs/semantics.md, rule C17: after the stop, whatever the tail did
+    // (the stop's own unwind, or an error or panic of its own) is not an
+    // error: everything backward reads is rebuilt. The guards above have
+    // already put the thread's state back.
+    let stopped = lock(&state.inner).stop.stopped;
     if let Err(payload) = outcome.0 {
-        return Err(explain(format!(
-            "replay failed: {}",
-            panic_message(&*payload)
-        )));
+        if !stopped {
+            return Err(explain(format!(
+                "replay failed: {}",
+                panic_message(&*payload)
+            )));
+        }
     }
     outcome.1.map_err(|m| state.error(m))?;
     let mut inner = lock(&state.inner);
-    // docs/semantics.md, rule C13 (E8): the number of saves is always checked.
-    if inner.replay_count != inner.holders.len() {
+    // docs/semantics.md, rule C13 (E8): the number of saves is checked when
+    // the closure ran to its end; a stopped replay saved exactly as many as
+    // backward needs (C17).
+    if !stopped && inner.replay_count != inner.holders.len() {
         return Err(explain(format!(
             "the forward saved {} tensors for backward but the replay saved {}; \
              forward and replay followed different code paths (the closure must do \
@@ -172,7 +197,17 @@ struct ReplayHooks {
 
 impl HookPair for ReplayHooks {
     fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
+        // docs/semantics.md, rules C9 and C17: markers are no holders.
+        if nodes::is_marker() {
+            return Ok(Box::new(()));
+        }
         let mut inner = lock(&self.state.inner);
+        // docs/semantics.md, rule C17: once stopped (or with nothing left to
+        // rebuild), every save fails, which ends the op saving it.
+        if inner.stop.stopped || inner.stop.done(inner.replay_count) {
+            inner.stop.stopped = true;
+            return Err(STOP.into());
+        }
         let index = inner.replay_count;
         inner.replay_count += 1;
         if index < inner.holders.len() {
@@ -188,6 +223,12 @@ impl HookPair for ReplayHooks {
             if let Some(slot) = inner.holders[index].upgrade() {
                 slot.fill(self.task, tensor);
             }
+        }
+        // docs/semantics.md, rule C17: the last save backward needs stops the
+        // replay at once: the op saving it does not even compute.
+        if inner.stop.done(inner.replay_count) {
+            inner.stop.stopped = true;
+            return Err(STOP.into());
         }
         Ok(Box::new(()))
     }

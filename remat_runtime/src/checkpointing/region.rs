@@ -13,7 +13,7 @@ use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::policy::Policy;
 use crate::checkpointing::save_region::persist::persist;
 use crate::checkpointing::save_region::{forward as save_forward, serve as save_serve};
-use crate::diagnostics::timing::{DeviceTimer, RegionCall};
+use crate::diagnostics::timing::{since_start, DeviceTimer, RegionCall};
 use crate::diagnostics::trace;
 use crate::error::{Error, Result};
 use crate::io::{RegionInput, RegionOutput};
@@ -21,7 +21,6 @@ use crate::sync::lock;
 use std::borrow::Cow;
 use std::panic::Location;
 use std::sync::Arc;
-use tch::Tensor;
 
 /// A region about to be called; see [`region`].
 ///
@@ -187,11 +186,13 @@ impl Region {
                 let call = call.clone();
                 let (name, declared) = (self.name.to_string(), self.policy);
                 let timed = move |inputs| {
+                    let offset = since_start(&call);
                     let start = DeviceTimer::start();
                     let out = body(inputs);
                     lock(&call).regions.push(RegionCall {
                         name,
                         declared,
+                        start: offset,
                         elapsed: start.elapsed(),
                     });
                     out
@@ -248,15 +249,22 @@ impl Region {
     }
 }
 
-/// Declares that bare code is about to read `t`: if `t` is (a view of) a
-/// `Save` region's output in the running checkpoint's forward, the region
-/// keeps it so that replay can serve it. Anywhere else it does nothing.
+/// Declares that bare code is about to read `t`: every tensor in it that is
+/// (a view of) a `Save` region's output in the running checkpoint's forward
+/// is kept, so that replay can serve it. Anywhere else it does nothing.
+///
+/// `t` is anything a region takes as input ([`RegionInput`]): a tensor, a
+/// reference, an `Option`, a slice or `Vec` of tensors (every element is
+/// asked for: the way to read a `Vec`-valued output in a loop), or a tuple.
 ///
 /// ```
-/// let t = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// use tch::{kind::FLOAT_CPU, Tensor};
+/// let t = Tensor::ones([2], FLOAT_CPU);
 /// remat_runtime::recompute_needs_tensor(&t); // no checkpoint: nothing happens
+/// let parts = vec![t.shallow_clone(), t.shallow_clone()];
+/// remat_runtime::recompute_needs_tensor(&parts); // each element
 /// ```
-pub fn recompute_needs_tensor(t: &Tensor) {
+pub fn recompute_needs_tensor<T: RegionInput + ?Sized>(t: &T) {
     // docs/semantics.md, rule K4: only in a checkpoint's forward; elsewhere a no-op.
     let state = frame::with_top(|f| match f {
         Some(f) if f.phase == Phase::Forward => Some(f.state.clone()),

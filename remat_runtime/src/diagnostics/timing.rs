@@ -54,6 +54,8 @@ pub(crate) struct RegionCall {
     pub name: String,
     /// As written (`Auto` for a planned region).
     pub declared: Policy,
+    /// When it started, from the start of the checkpoint's closure.
+    pub start: Duration,
     pub elapsed: Duration,
 }
 
@@ -71,6 +73,13 @@ pub(crate) struct CheckpointCall {
     pub checkpointed: bool,
     /// The closure's forward, region bodies included.
     pub elapsed: Duration,
+    /// When the closure started (set as it starts).
+    pub started: Option<Instant>,
+    /// Its replays stop early (docs/semantics.md, rule C17).
+    pub early_stop: bool,
+    /// When each save that became a holder was made, from the closure's
+    /// start: where an early-stopped replay may end.
+    pub saves: Vec<Duration>,
     pub regions: Vec<RegionCall>,
     /// Leaves that require grad (parameters) saved inside it: the
     /// calibration's backward computes their gradients too, so that it does
@@ -94,6 +103,20 @@ pub(crate) fn note_saved(call: &Mutex<CheckpointCall>, tensor: &Tensor) {
     if tensor.requires_grad() && tensor.is_leaf() {
         lock(call).leaves.0.push(tensor.shallow_clone());
     }
+}
+
+/// The time since `call`'s closure started (zero before it starts).
+pub(crate) fn since_start(call: &Mutex<CheckpointCall>) -> Duration {
+    let started = lock(call).started;
+    synchronize_devices();
+    started.map_or(Duration::ZERO, |s| s.elapsed())
+}
+
+/// Notes when a checkpoint's forward made a save that became a holder
+/// (only while profiling).
+pub(crate) fn note_holder(call: &Mutex<CheckpointCall>) {
+    let at = since_start(call);
+    lock(call).saves.push(at);
 }
 
 /// Where a profiling run's records go.

@@ -21,9 +21,12 @@
 //! saving it adds. For kinds a plan may turn off both are measured
 //! directly as differences of whole steps (forward + backward), interleaved
 //! round by round, so they include what a forward time misses (a replay
-//! runs in backward, with other caches and allocations); other kinds fall
-//! back to forward times. Every cost is an [`Estimate`]: median and spread
-//! over its samples, never negative.
+//! runs in backward, with other caches and allocations) and what early
+//! stop leaves out of a replay (docs/semantics.md, rule C17). Other kinds
+//! fall back to forward times, less the forward time after the replay's
+//! last save when early stop is on (from the times of the forward's
+//! saves). Every cost is an [`Estimate`]: median and spread over its
+//! samples, never negative.
 //!
 //! Invariant: the profiler never accumulates gradients (its calibration
 //! backward returns the gradients of the checkpoints' inputs and of the
@@ -34,6 +37,7 @@ use crate::bridge::storage_key;
 use crate::checkpointing::auto::{self, DecisionTable};
 use crate::checkpointing::policy::Policy;
 use crate::diagnostics::format::human_bytes;
+use crate::diagnostics::median::median;
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
 use crate::diagnostics::timing::{record_into, CheckpointCall, DeviceTimer, ProfileSink};
 use crate::error::{Error, Result};
@@ -59,14 +63,21 @@ pub struct ChoiceCost {
     pub bytes: i64,
     /// Time it adds to a step, in nanoseconds: for a checkpointed choice,
     /// the kind's [`LayerKind::checkpoint_cost`] plus the
-    /// [`LayerKind::region_cost`] of each region it recomputes; 0 when
-    /// whole.
+    /// [`LayerKind::region_cost`] of each region it recomputes (for a kind
+    /// timed by its forward, less [`ChoiceCost::tail_ns`]); 0 when whole.
     pub replay_ns: u64,
     /// The spread of `replay_ns` (the sum of its terms' spreads), ns.
     pub spread_ns: u64,
     /// Bytes its replay rebuilds while the backward goes through it: what
     /// the block keeps whole minus what this choice keeps (0 when whole).
     pub working_set: i64,
+    /// Forward time, ns, of the code after this choice's last save, which
+    /// an early-stopped replay does not run (docs/semantics.md, rule C17).
+    /// For a kind timed by its forward ([`LayerKind::step_measured`]
+    /// false) it is taken off `replay_ns`; measured steps already leave it
+    /// out, so there it only says what early stop saved. 0 for a
+    /// checkpoint without early stop and when whole.
+    pub tail_ns: u64,
 }
 
 /// Checkpoints that are alike (same `Auto` region names, same input
@@ -323,9 +334,10 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
     }
     let baseline_bytes = baseline_bytes.unwrap_or(0);
     let (layers, mut kinds, layer_kind) = structure(&samples[0])?;
-    for kind in &mut kinds {
-        time_kind(kind, &layers, &samples);
-    }
+    let tails: Vec<Vec<u64>> = kinds
+        .iter_mut()
+        .map(|kind| time_kind(kind, &layers, &samples))
+        .collect();
 
     // One run per choice of each kind, on its first member.
     let baseline: Vec<usize> = layer_kind
@@ -353,8 +365,8 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
         }
     }
     runs += calibrate(&mut profile, &mut forward, timing_runs.max(1))?;
-    for kind in &mut profile.kinds {
-        finish_kind(kind);
+    for (kind, tails) in profile.kinds.iter_mut().zip(&tails) {
+        finish_kind(kind, tails);
     }
     profile.runs = runs;
     Ok(profile)
@@ -553,6 +565,7 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
                         replay_ns: 0,
                         spread_ns: 0,
                         working_set: 0,
+                        tail_ns: 0,
                     })
                     .collect();
                 kinds.push(LayerKind {
@@ -590,7 +603,8 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
 
 /// Median forward times of `kind`, over its members and the runs; they are
 /// its costs (with their spreads) until the calibration measures steps.
-fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointCall>]) {
+/// Returns each choice's tail (see [`tail_ns`]).
+fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointCall>]) -> Vec<u64> {
     let calls: Vec<&CheckpointCall> = samples
         .iter()
         .flat_map(|run| {
@@ -631,24 +645,81 @@ fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointC
         .collect();
     kind.checkpoint_cost = Estimate::from_samples(&bare);
     kind.bare_ns = kind.checkpoint_cost.ns;
+    kind.choices
+        .iter()
+        .map(|c| {
+            if !c.choice.checkpointed {
+                return 0;
+            }
+            median(
+                calls
+                    .iter()
+                    .map(|call| tail_ns(&kind.regions, call, &c.choice.save)),
+            )
+            .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The forward time of what a replay under `save` (per `Auto` region:
+/// saved) would run after its stop, which early stop skips
+/// (docs/semantics.md, rule C17); 0 for a checkpoint without early stop.
+/// The stop is the last save that is a holder under the choice, or the
+/// start of the last region the replay skips, whichever is later (a
+/// skipped region may rebuild saves from its inputs, which the replay must
+/// reach: assumed so, which errs towards a longer replay).
+fn tail_ns(regions: &[String], call: &CheckpointCall, save: &[bool]) -> u64 {
+    if !call.early_stop {
+        return 0;
+    }
+    let skipped: Vec<(std::time::Duration, std::time::Duration)> = call
+        .regions
+        .iter()
+        .filter(|r| match r.declared {
+            Policy::Save => true,
+            Policy::Auto => regions
+                .iter()
+                .position(|n| n == &r.name)
+                .is_some_and(|i| save[i]),
+            Policy::Recompute => false,
+        })
+        .map(|r| (r.start, r.start + r.elapsed))
+        .collect();
+    let inside = |t: std::time::Duration| skipped.iter().any(|&(a, b)| a <= t && t <= b);
+    let last_save = call.saves.iter().copied().filter(|&t| !inside(t)).max();
+    let last_skipped = skipped.iter().map(|&(a, _)| a).max();
+    let stop = last_save.max(last_skipped).unwrap_or_default();
+    let end = call.elapsed;
+    let skipped_after: std::time::Duration = skipped
+        .iter()
+        .map(|&(a, b)| b.min(end).saturating_sub(a.max(stop)))
+        .sum();
+    end.saturating_sub(stop)
+        .saturating_sub(skipped_after)
+        .as_nanos() as u64
 }
 
 /// Replay times, working sets and the per-region summaries of a measured
-/// kind.
-fn finish_kind(kind: &mut LayerKind) {
+/// kind; `tails` is what early stop skips of each choice's replay.
+fn finish_kind(kind: &mut LayerKind, tails: &[u64]) {
     let whole = kind
         .choices
         .iter()
         .find(|c| !c.choice.checkpointed)
         .map(|c| c.bytes);
     let most = kind.choices.iter().map(|c| c.bytes).max().unwrap_or(0);
-    for c in &mut kind.choices {
+    for (c, &tail) in kind.choices.iter_mut().zip(tails) {
         if c.choice.checkpointed {
             let cost = (0..kind.regions.len())
                 .filter(|&r| !c.choice.save[r])
                 .fold(kind.checkpoint_cost, |sum, r| sum + kind.region_cost[r]);
-            c.replay_ns = cost.ns;
+            // docs/semantics.md, rule C17: an early-stopped replay ends at
+            // its last save. Measured steps already ran it so; a forward
+            // time still holds the tail, which is taken off.
+            let skipped = if kind.step_measured { 0 } else { tail };
+            c.replay_ns = cost.ns.saturating_sub(skipped);
             c.spread_ns = cost.spread_ns;
+            c.tail_ns = tail;
             c.working_set = (whole.unwrap_or(most) - c.bytes).max(0);
         }
     }
@@ -659,4 +730,86 @@ fn finish_kind(kind: &mut LayerKind) {
         kind.save_bytes[r] = alone.map_or(0, |c| c.bytes);
     }
     kind.whole_bytes = whole.map(|w| w + kind.input_bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{finish_kind, structure, tail_ns, time_kind};
+    use crate::checkpointing::policy::Policy;
+    use crate::diagnostics::timing::{CheckpointCall, RegionCall};
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A 10 ms closure: bare code with saves at 1 and 2 ms, the `Auto`
+    /// region `attn` over 2..5 ms (saves at 3 and 4 ms), bare code, the
+    /// `Auto` region `mlp` over 6..9 ms (a save at 7 ms), then 1 ms of bare
+    /// code that saves nothing.
+    fn call(early_stop: bool) -> CheckpointCall {
+        let region = |name: &str, start, end| RegionCall {
+            name: name.into(),
+            declared: Policy::Auto,
+            start: ms(start),
+            elapsed: ms(end - start),
+        };
+        CheckpointCall {
+            elapsed: ms(10),
+            early_stop,
+            saves: [1, 2, 3, 4, 7].map(ms).to_vec(),
+            regions: vec![region("attn", 2, 5), region("mlp", 6, 9)],
+            ..CheckpointCall::default()
+        }
+    }
+
+    #[test]
+    // docs/semantics.md, rule C17: a replay runs up to its last save.
+    fn the_tail_is_what_replays_after_the_last_save_of_the_choice() {
+        let regions = ["attn".to_string(), "mlp".to_string()];
+        let tail = |early_stop, save: [bool; 2]| tail_ns(&regions, &call(early_stop), &save);
+        // Both recomputed: the last save is in `mlp` at 7 ms.
+        assert_eq!(tail(true, [false, false]), 3_000_000);
+        // `mlp` saved: the replay must reach it (it may rebuild its input),
+        // then only bare code follows.
+        assert_eq!(tail(true, [false, true]), 1_000_000);
+        // `attn` saved: its saves do not count, the last is still at 7 ms.
+        assert_eq!(tail(true, [true, false]), 3_000_000);
+        // Without early stop nothing is skipped.
+        assert_eq!(tail(false, [false, false]), 0);
+    }
+
+    #[test]
+    // docs/semantics.md, rule C17: a forward time holds the tail an
+    // early-stopped replay skips, so it is taken off; measured steps already
+    // skipped it, so it is not taken off twice.
+    fn the_tail_comes_off_forward_times_only() {
+        let call = CheckpointCall {
+            name: Some("layers.0".into()),
+            ..call(true)
+        };
+        let (layers, mut kinds, _) = structure(std::slice::from_ref(&call)).unwrap();
+        let kind = &mut kinds[0];
+        let tails = time_kind(kind, &layers, &[vec![call]]);
+        let replay = |kind: &super::LayerKind, save: [bool; 2]| {
+            let c = kind
+                .choices
+                .iter()
+                .find(|c| c.choice.checkpointed && c.choice.save == save)
+                .unwrap();
+            (c.replay_ns / 1_000_000, c.tail_ns / 1_000_000)
+        };
+        // Always checkpointed: timed by its forward. Bare code 4 ms, each
+        // region 3 ms.
+        assert!(!kind.step_measured);
+        finish_kind(kind, &tails);
+        assert_eq!(replay(kind, [false, false]), (4 + 3 + 3 - 3, 3));
+        assert_eq!(replay(kind, [false, true]), (4 + 3 - 1, 1));
+        assert_eq!(replay(kind, [true, true]), (4 - 1, 1));
+        // The same costs as differences of measured steps.
+        kind.step_measured = true;
+        finish_kind(kind, &tails);
+        assert_eq!(replay(kind, [false, false]), (4 + 3 + 3, 3));
+        assert_eq!(replay(kind, [false, true]), (4 + 3, 1));
+    }
 }

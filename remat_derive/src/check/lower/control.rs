@@ -161,6 +161,11 @@ impl Lower {
         self.scopes.push();
         let body = self.within(label.clone(), TargetKind::Loop, None, |this| {
             this.bind_pat(&e.pat, iter.project(Proj::Index(None)), &Kind::Plain);
+            if let (Some(name), Some(text)) = (loop_variable(&e.pat), collection_text(&e.expr)) {
+                if let Some(id) = this.scopes.resolve(&name) {
+                    this.elements_of.insert(id, text);
+                }
+            }
             // `for e in &mut v`: each `e` points to an element of `v`.
             if let Some(r) = referent {
                 this.bind_refs(&e.pat, r, false);
@@ -335,5 +340,33 @@ impl Lower {
             }
         }
         self.emit(Node::Return);
+    }
+}
+
+/// The name a `for` pattern binds to a whole element (`t`, `&t`, `mut t`).
+fn loop_variable(pat: &syn::Pat) -> Option<String> {
+    match pat {
+        syn::Pat::Ident(p) if p.subpat.is_none() => Some(p.ident.to_string()),
+        syn::Pat::Reference(p) => loop_variable(&p.pat),
+        syn::Pat::Type(p) => loop_variable(&p.pat),
+        syn::Pat::Paren(p) => loop_variable(&p.pat),
+        _ => None,
+    }
+}
+
+/// The collection a `for` loop iterates, as written: `parts` for `&parts`,
+/// `parts.iter()` and `s.parts.iter_mut()`'s `s.parts`.
+fn collection_text(expr: &syn::Expr) -> Option<String> {
+    match crate::check::place::strip(expr) {
+        syn::Expr::MethodCall(call)
+            if call.args.is_empty()
+                && matches!(
+                    call.method.to_string().as_str(),
+                    "iter" | "iter_mut" | "into_iter"
+                ) =>
+        {
+            crate::check::place::place_text(&call.receiver)
+        }
+        other => crate::check::place::place_text(other),
     }
 }

@@ -253,6 +253,15 @@ impl Lower {
     fn assign(&mut self, left: &Expr, right: &Expr) {
         if let Expr::Tuple(t) = strip(left) {
             let op = self.value(right);
+            // `(a, b) = save ..`: the names of the elements, for messages.
+            if let Operand::Fresh(site) = &op {
+                for (i, elem) in t.elems.iter().enumerate() {
+                    if let Some(text) = place_text(elem) {
+                        let path = vec![Proj::Field(i.to_string())];
+                        self.sites[*site].names.push((path, text));
+                    }
+                }
+            }
             for (i, elem) in t.elems.iter().enumerate() {
                 let part = op.clone().project(Proj::Field(i.to_string()));
                 self.assign_op(elem, part, right);

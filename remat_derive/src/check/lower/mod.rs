@@ -102,6 +102,9 @@ pub(crate) struct Lower {
     /// Depth of code that runs on recomputation only, where `needs` has no
     /// effect and is not counted.
     replay_only: usize,
+    /// Locals bound to each element of a collection by a `for` loop: the
+    /// collection as written, for messages.
+    elements_of: HashMap<LocalId, String>,
     /// `macro_rules!` defined in the body: name → definition.
     macros: HashMap<String, TokenStream>,
     /// A macro in statement position that may bind names the check
@@ -134,6 +137,7 @@ impl Lower {
             loops: 0,
             unchecked: 0,
             replay_only: 0,
+            elements_of: HashMap::new(),
             macros: HashMap::new(),
             opaque_macro: false,
             depth: 0,
@@ -184,11 +188,17 @@ impl Lower {
         }
         self.seq += 1;
         let id = self.seq;
+        let collection = var.as_deref().and_then(|var| {
+            let root = var.split(['.', '[']).next()?;
+            self.elements_of.get(&self.scopes.resolve(root)?).cloned()
+        });
         self.emit(Node::Read(Read {
             id,
             operand,
             at,
             var,
+            collection,
+            replay_only: self.replay_only > 0,
             kind,
         }));
     }

@@ -113,7 +113,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
             }
         }
     }
-    let eager: Vec<usize> = {
+    let (eager, rebuilds): (Vec<usize>, bool) = {
         let mut inner = lock(&record.inner);
         inner.exit_snapshots = exit;
         inner.output_context = output_context;
@@ -130,8 +130,13 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
             .map(|(i, _)| i)
             .collect();
         inner.outputs = outputs;
-        eager
+        (eager, !inner.recipes.is_empty())
     };
+    if rebuilds {
+        // docs/semantics.md, rule C17: a replay must reach this region
+        // before it may stop.
+        lock(&state.inner).rebuild_regions += 1;
+    }
     for i in eager {
         if let Some(t) = &parts[i] {
             record.persist(i, t, false)?;

@@ -9,13 +9,15 @@
 //! docs/semantics.md rules kept here: P1 (the order: exit snapshot, rebuilt
 //! saves, outputs), P2 (serving), P3 (release), P4 (placeholders), P5
 //! (strict recomputation), P6 (rebuilding fails loudly), R5 (a region the
-//! forward did not record), H3 (a skipped region's exit snapshot).
+//! forward did not record), H3 (a skipped region's exit snapshot), C17 (a
+//! replay may stop once the region's saves are rebuilt).
 
 use crate::bridge::{
     detached_alias, graph_task_id, graph_task_keeps_graph, is_placeholder, placeholder,
     tensor_version, PlaceholderSpec,
 };
 use crate::checkpointing::checkpoint_state::CheckpointState;
+use crate::checkpointing::early_stop::stop_now;
 use crate::checkpointing::nodes::non_leaf;
 use crate::checkpointing::save_region::record::{SaveRecord, Slot};
 use crate::checkpointing::save_region::saved_input::rebuild;
@@ -66,6 +68,19 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
             }
             let value = rebuild(base, &recipe.view).map_err(|m| record.error(m))?;
             inner.rebuilt[slot] = Some(value);
+        }
+        // docs/semantics.md, rule C17: this region's rebuilt saves may be the
+        // last thing backward needs; then the replay ends here.
+        let done = {
+            let mut checkpoint = lock(&state.inner);
+            checkpoint.stop.note_rebuilt();
+            let done = checkpoint.stop.done(checkpoint.replay_count);
+            checkpoint.stop.stopped |= done;
+            done
+        };
+        if done {
+            drop(inner);
+            stop_now();
         }
     }
     // docs/semantics.md, rule P3: released when served, unless the graph is

@@ -1,0 +1,45 @@
+//! The process-wide early-stop switch (`remat::autograd::set_checkpoint_early_stop`) and
+//! `REMAT_EARLY_STOP`: a test binary of its own, since both change every
+//! checkpoint of the process (docs/semantics.md, rule C18).
+
+use remat::autograd::{checkpoint_early_stop, set_checkpoint_early_stop};
+use remat::{checkpoint, Checkpoint};
+use remat_reference::testing::{counter, input};
+use std::sync::atomic::Ordering::SeqCst;
+use tch::Kind;
+
+/// How often the code after the closure's last save runs over a forward
+/// and a backward: 1 when the replay stops early, 2 when it does not.
+fn tail_runs(ckpt: Checkpoint) -> usize {
+    let tail = counter();
+    let t = tail.clone();
+    let x = input();
+    let y = ckpt.call(&x, move |x| {
+        let h = x.sin(); // the last save
+        t.fetch_add(1, SeqCst);
+        &h * 2.0
+    });
+    y.sum(Kind::Float).backward();
+    tail.load(SeqCst)
+}
+
+#[test]
+// docs/semantics.md, rule C18: the environment's default, the process-wide
+// switch over it, and a checkpoint's own choice over both.
+fn the_environment_and_the_global_switch_set_the_default_and_a_checkpoint_wins() {
+    std::env::set_var("REMAT_EARLY_STOP", "off");
+    assert!(!checkpoint_early_stop(), "REMAT_EARLY_STOP=off");
+    assert_eq!(tail_runs(checkpoint("env")), 2);
+    assert_eq!(tail_runs(checkpoint("own").early_stop(true)), 1);
+    // Read once: changing the variable later changes nothing.
+    std::env::set_var("REMAT_EARLY_STOP", "1");
+    assert!(!checkpoint_early_stop());
+
+    set_checkpoint_early_stop(true);
+    assert!(checkpoint_early_stop());
+    assert_eq!(tail_runs(checkpoint("global on")), 1);
+    assert_eq!(tail_runs(checkpoint("own").early_stop(false)), 2);
+    set_checkpoint_early_stop(false);
+    assert_eq!(tail_runs(checkpoint("global off")), 2);
+    assert_eq!(tail_runs(checkpoint("own").early_stop(true)), 1);
+}

@@ -1,0 +1,424 @@
+//! Early stop (docs/semantics.md, rules C17-C19): a recomputation ends once
+//! every saved tensor the backward can still read is rebuilt, so the code
+//! after the closure's last save runs once (on the forward), not again in
+//! backward; `Checkpoint::early_stop(false)` runs the whole closure. The
+//! process-wide switch and `REMAT_EARLY_STOP` are in `tests/early_stop_env.rs`
+//! (a binary of their own: they change every checkpoint of the process).
+
+use crate::common::{assert_bitwise, counter, input};
+use remat::autograd::{backward_with, grad_enabled, GradModeGuard};
+use remat::{
+    autocast, checkpoint, is_recomputing, recompute_needs_tensor, region, AutocastGuard, Policy,
+    RecomputeStateHook,
+};
+use remat_reference::model::{batch, block_body, Model, ModelPolicy, POLICIES, SMALL};
+use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use tch::{Device, Kind, Tensor};
+
+/// `f(x)` without checkpoints, and `x`'s gradient of its sum.
+fn plain(x: &Tensor, f: impl FnOnce(Tensor) -> Tensor) -> (Tensor, Tensor) {
+    let x = x.detach().set_requires_grad(true);
+    let y = f(x.shallow_clone());
+    y.sum(Kind::Float).backward();
+    (y.detach(), x.grad().copy())
+}
+
+/// Counts one op of the tail and runs it.
+fn tail_op(count: &AtomicUsize, op: impl FnOnce() -> Tensor) -> Tensor {
+    count.fetch_add(1, SeqCst);
+    op()
+}
+
+/// The closure of [`tail_counts`]: `sin` (which saves its input) is the
+/// last save; three ops that save nothing follow it.
+fn body_with_a_tail(x: Tensor, tail: &AtomicUsize) -> Tensor {
+    let h = x.sin();
+    let a = tail_op(tail, || &h * 2.0);
+    let b = tail_op(tail, || &a + 1.0);
+    tail_op(tail, || b.neg())
+}
+
+/// How often the tail's ops ran over a forward and a backward, and
+/// whether the gradient is the plain model's, bit for bit.
+fn tail_counts(early_stop: bool) -> usize {
+    let x = input();
+    let tail = counter();
+    let t = tail.clone();
+    let y = checkpoint("tail")
+        .early_stop(early_stop)
+        .call(&x, move |x| body_with_a_tail(x, &t));
+    y.sum(Kind::Float).backward();
+    let (y0, g0) = plain(&x, |x| body_with_a_tail(x, &AtomicUsize::new(0)));
+    assert_bitwise(&y, &y0, "output");
+    assert_bitwise(&x.grad(), &g0, "gradient");
+    tail.load(SeqCst)
+}
+
+#[test]
+// docs/semantics.md, rules C17 and C19: the ops after the last save run once.
+fn the_ops_after_the_last_save_run_once_with_early_stop_and_twice_without() {
+    assert_eq!(
+        tail_counts(true),
+        3,
+        "early stop: the forward's three ops only"
+    );
+    assert_eq!(
+        tail_counts(false),
+        6,
+        "no early stop: the replay runs them again"
+    );
+}
+
+#[test]
+// docs/semantics.md, rule C18: on by default, off per checkpoint.
+fn early_stop_is_on_unless_the_checkpoint_turns_it_off() {
+    let x = input();
+    let (tail, t) = (counter(), counter());
+    let t2 = t.clone();
+    let y = checkpoint("default").call(&x, move |x| body_with_a_tail(x, &t2));
+    y.sum(Kind::Float).backward();
+    assert_eq!(t.load(SeqCst), 3);
+    // Strict recomputation runs the whole closure, even when asked to stop.
+    let t = tail.clone();
+    let y = checkpoint("strict")
+        .strict_recompute(true)
+        .early_stop(true)
+        .call(&x, move |x| body_with_a_tail(x, &t));
+    y.sum(Kind::Float).backward();
+    assert_eq!(tail.load(SeqCst), 6);
+}
+
+/// The loss of the reference model with each block a checkpoint around
+/// [`block_body`] under `policy`, early stop as given.
+fn reference_loss(model: &Model, policy: ModelPolicy, early_stop: bool) -> Tensor {
+    let (tokens, targets) = batch(SMALL, 3);
+    model.loss_through(&tokens, &targets, |mut x| {
+        for block in &model.blocks {
+            let p = block.shallow();
+            x = if policy == ModelPolicy::None {
+                block_body(&p, &x, policy)
+            } else {
+                checkpoint(format!("layers.{}", p.index))
+                    .early_stop(early_stop)
+                    .call(&x, move |x| block_body(&p, &x, policy))
+            };
+        }
+        x
+    })
+}
+
+fn reference_gradients(model: &Model, policy: ModelPolicy, early_stop: bool) -> Vec<Tensor> {
+    model.zero_grad();
+    let loss = reference_loss(model, policy, early_stop);
+    loss.backward();
+    let mut out = vec![loss.detach()];
+    out.extend(
+        model
+            .named_parameters()
+            .iter()
+            .map(|(_, p)| p.grad().copy()),
+    );
+    out
+}
+
+#[test]
+// docs/semantics.md, rule C17: stopping changes when ops run, not gradients.
+fn the_reference_model_has_bitwise_the_same_gradients_with_early_stop_on_and_off() {
+    tch::set_num_threads(1);
+    let model = Model::new(SMALL, 2);
+    let plain = reference_gradients(&model, ModelPolicy::None, true);
+    for policy in POLICIES.into_iter().filter(|&p| p != ModelPolicy::None) {
+        for early_stop in [true, false] {
+            let got = reference_gradients(&model, policy, early_stop);
+            for (i, (g, g0)) in got.iter().zip(&plain).enumerate() {
+                assert_bitwise(g, g0, &format!("{policy:?}, early stop {early_stop}, #{i}"));
+            }
+        }
+    }
+}
+
+/// A state hook over a shared counter the closure bumps (a stand-in for a
+/// generator's state).
+struct Ticks(Arc<Mutex<i64>>);
+
+impl RecomputeStateHook for Ticks {
+    fn snapshot(&self) -> Box<dyn Any + Send> {
+        Box::new(*self.0.lock().unwrap())
+    }
+
+    fn restore(&self, snapshot: &(dyn Any + Send)) {
+        *self.0.lock().unwrap() = *snapshot.downcast_ref::<i64>().unwrap();
+    }
+}
+
+#[test]
+// docs/semantics.md, rules C17, H3 and S1: a `Save` region after the last
+// bare save keeps its saves for itself, so the replay stops before it; the
+// state hook's state is put back after the stopped replay.
+fn a_save_region_after_the_last_bare_save_is_not_reached_and_state_hooks_are_restored() {
+    let body = |x: Tensor, ticks: &Mutex<i64>, tail: &AtomicUsize| {
+        let h = x.sin(); // the last holder
+        *ticks.lock().unwrap() += 1;
+        // `exp` saves its output, which the region keeps (not a holder).
+        let s = region("keep", Policy::Save).call(&h, |h| {
+            tail.fetch_add(1, SeqCst);
+            h.exp()
+        });
+        recompute_needs_tensor(&s);
+        *ticks.lock().unwrap() += 10;
+        tail_op(tail, || &s * 3.0)
+    };
+    for early_stop in [true, false] {
+        let ticks = Arc::new(Mutex::new(0));
+        let (tail, x) = (counter(), input());
+        let (k, t) = (ticks.clone(), tail.clone());
+        let y = checkpoint("state")
+            .state_hook(Ticks(ticks.clone()))
+            .early_stop(early_stop)
+            .call(&x, move |x| body(x, &k, &t));
+        assert_eq!(*ticks.lock().unwrap(), 11);
+        *ticks.lock().unwrap() = 100; // what the rest of the step sees
+        y.sum(Kind::Float).backward();
+        // docs/semantics.md, rule H3: restored after the replay, stopped or not.
+        assert_eq!(*ticks.lock().unwrap(), 100, "early stop {early_stop}");
+        // The region's body runs on the forward only; the bare tail once
+        // more without early stop.
+        let expected = if early_stop { 2 } else { 3 };
+        assert_eq!(tail.load(SeqCst), expected, "early stop {early_stop}");
+        let (_, g0) = plain(&x, |x| body(x, &Mutex::new(0), &AtomicUsize::new(0)));
+        assert_bitwise(
+            &x.grad(),
+            &g0,
+            &format!("gradient, early stop {early_stop}"),
+        );
+    }
+}
+
+#[test]
+// docs/semantics.md, rules C17 and S3: a `Save` region whose saves are its
+// inputs, rebuilt on replay, is reached; the replay stops right after it.
+fn a_save_region_rebuilding_its_inputs_is_reached_and_the_replay_stops_after_it() {
+    let body = |x: Tensor, tail: &AtomicUsize| {
+        let h = x.sin(); // the last holder
+                         // `h * h` saves both operands: the region's input, rebuilt on replay.
+        let r = region("square", Policy::Save).call(&h, |h| h * h);
+        recompute_needs_tensor(&r);
+        let a = tail_op(tail, || &r + 1.0);
+        tail_op(tail, || &a * 0.5)
+    };
+    for early_stop in [true, false] {
+        let (tail, x) = (counter(), input());
+        let t = tail.clone();
+        let y = checkpoint("rebuild")
+            .early_stop(early_stop)
+            .call(&x, move |x| body(x, &t));
+        // Without the rebuild the backward would fail (E17).
+        backward_with(&y.sum(Kind::Float), false).unwrap();
+        let expected = if early_stop { 2 } else { 4 };
+        assert_eq!(tail.load(SeqCst), expected, "early stop {early_stop}");
+        let (_, g0) = plain(&x, |x| body(x, &AtomicUsize::new(0)));
+        assert_bitwise(
+            &x.grad(),
+            &g0,
+            &format!("gradient, early stop {early_stop}"),
+        );
+    }
+}
+
+#[test]
+// docs/semantics.md, rules C15 and C17: an inner checkpoint's input is the
+// outer one's last save, so the outer replay stops before the inner
+// forward runs again; the inner checkpoint replays (and stops) on its own.
+fn nested_checkpoints_stop_each_replay_on_its_own() {
+    let body = |x: Tensor, inner: Arc<AtomicUsize>, tails: Arc<AtomicUsize>, early_stop: bool| {
+        let h = x.sin();
+        let i = checkpoint("inner")
+            .early_stop(early_stop)
+            .call(&h, move |h| {
+                inner.fetch_add(1, SeqCst);
+                let e = h.exp(); // the inner's last save (its output)
+                tail_op(&tails, || &e * 2.0)
+            });
+        &i + 1.0
+    };
+    for early_stop in [true, false] {
+        let (inner, tails, x) = (counter(), counter(), input());
+        let (i, t) = (inner.clone(), tails.clone());
+        let y = checkpoint("outer")
+            .early_stop(early_stop)
+            .call(&x, move |x| body(x, i.clone(), t.clone(), early_stop));
+        y.sum(Kind::Float).backward();
+        // Forward, then the inner's own replay; without early stop also the
+        // inner forward inside the outer replay.
+        let runs = if early_stop { 2 } else { 3 };
+        assert_eq!(
+            inner.load(SeqCst),
+            runs,
+            "inner runs, early stop {early_stop}"
+        );
+        // The inner tail: the forward only with early stop, every run without.
+        let tail_runs = if early_stop { 1 } else { 3 };
+        assert_eq!(
+            tails.load(SeqCst),
+            tail_runs,
+            "inner tails, early stop {early_stop}"
+        );
+        let (_, g0) = plain(&x, |x| body(x, counter(), counter(), early_stop));
+        assert_bitwise(
+            &x.grad(),
+            &g0,
+            &format!("gradient, early stop {early_stop}"),
+        );
+    }
+}
+
+#[test]
+// docs/semantics.md, rules C12 and C17: what would fail in the stopped
+// tail (a panic, an error of libtorch's) never runs, so it never surfaces;
+// without early stop it is the backward's error as before.
+fn a_failure_in_the_stopped_tail_never_surfaces() {
+    type Tail = fn(&Tensor) -> Tensor;
+    let failures: [(&str, Tail, &str); 2] = [
+        ("panic", |_| panic!("the tail failed"), "the tail failed"),
+        (
+            "torch error",
+            |h| h.view([-1, 7]),
+            "invalid for input of size 4",
+        ),
+    ];
+    for (name, fail, message) in failures {
+        for early_stop in [true, false] {
+            let x = input();
+            let y = checkpoint("failing")
+                .early_stop(early_stop)
+                .call(&x, move |x| {
+                    let h = x.sin();
+                    if is_recomputing() {
+                        let _ = fail(&h);
+                    }
+                    &h * 2.0
+                });
+            let result = backward_with(&y.sum(Kind::Float), false);
+            if early_stop {
+                result.unwrap_or_else(|e| panic!("{name}: the stopped tail surfaced: {e}"));
+                let (_, g0) = plain(&x, |x| x.sin() * 2.0);
+                assert_bitwise(&x.grad(), &g0, name);
+            } else {
+                let err = result.unwrap_err().to_string();
+                assert!(
+                    err.contains("checkpoint `failing`: replay failed") && err.contains(message),
+                    "{name}: {err}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+// docs/semantics.md, rules C12, C13 and C17: an error before the stop is
+// still reported (here the metadata check, E9).
+fn an_error_before_the_stop_is_still_reported() {
+    let x = input();
+    let y = checkpoint("shapes").call(&x, |x| {
+        let x = if is_recomputing() {
+            x.repeat([2, 1])
+        } else {
+            x
+        };
+        let h = x.sin();
+        h.sum(Kind::Float)
+    });
+    let err = backward_with(&y, false).unwrap_err().to_string();
+    assert!(
+        err.contains("checkpoint `shapes`") && err.contains("differs between forward and replay"),
+        "{err}"
+    );
+}
+
+#[test]
+// docs/semantics.md, rule C17: a holder whose node autograd has freed
+// (a result the closure dropped) is never read, so the replay does not
+// run on to refill it.
+fn a_save_whose_node_is_gone_is_not_waited_for() {
+    let tail = counter();
+    let t = tail.clone();
+    let x = input();
+    let y = checkpoint("dropped").call(&x, move |x| {
+        let h = x.sin();
+        let out = tail_op(&t, || &h * 2.0);
+        // `exp` saves its output, but nothing keeps this node alive.
+        let _unused = h.exp();
+        out
+    });
+    y.sum(Kind::Float).backward();
+    assert_eq!(tail.load(SeqCst), 1);
+    let (_, g0) = plain(&x, |x| x.sin() * 2.0);
+    assert_bitwise(&x.grad(), &g0, "gradient");
+}
+
+#[test]
+// docs/semantics.md, rules C8 and C17: under `retain_graph` every backward
+// replays again, and each stops; a closure that saves nothing is not
+// replayed at all.
+fn every_backward_of_a_retained_graph_stops_and_a_closure_without_saves_never_replays() {
+    let (runs, x) = (counter(), input());
+    let r = runs.clone();
+    let y = checkpoint("retained").call(&x, move |x| {
+        let h = x.sin();
+        tail_op(&r, || &h * 2.0)
+    });
+    let loss = y.sum(Kind::Float);
+    for _ in 0..3 {
+        backward_with(&loss, true).unwrap();
+    }
+    assert_eq!(runs.load(SeqCst), 1);
+    let (_, g0) = plain(&x, |x| x.sin() * 2.0);
+    assert_bitwise(&x.grad(), &(g0 * 3.0), "three backwards' gradients");
+
+    // `x * 2` saves no tensor: nothing needs the replay.
+    let (runs, x) = (counter(), input());
+    let r = runs.clone();
+    let y = checkpoint("no saves").call(&x, move |x| tail_op(&r, || &x * 2.0));
+    y.sum(Kind::Float).backward();
+    assert_eq!(runs.load(SeqCst), 1);
+    assert_bitwise(&x.grad(), &(x.ones_like() * 2.0), "gradient");
+}
+
+#[test]
+// docs/semantics.md, rules A1, A2, A4, C12 and C17: after a stopped replay
+// the thread's grad mode, autocast state and frames are as before.
+fn a_stopped_replay_leaves_the_threads_state_as_it_was() {
+    let x = input();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let y = autocast(Device::Cpu, Kind::BFloat16, || {
+        checkpoint("ambient").call(&x, move |x| {
+            s.lock().unwrap().push((
+                is_recomputing(),
+                grad_enabled(),
+                AutocastGuard::current(Device::Cpu),
+            ));
+            let h = x.sin();
+            h.matmul(&h.transpose(0, 1)) // saves both operands before it computes
+        })
+    });
+    let loss = y.to_kind(Kind::Float).sum(Kind::Float);
+    {
+        let _off = GradModeGuard::new(false);
+        backward_with(&loss, false).unwrap();
+        assert!(!grad_enabled(), "grad mode is the caller's again");
+    }
+    assert!(!is_recomputing());
+    assert_eq!(AutocastGuard::current(Device::Cpu), None);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(!seen[0].0 && seen[1].0, "forward, then the replay");
+    assert!(seen[1].1, "the replay ran with grad on");
+    assert_eq!(
+        seen[0].2, seen[1].2,
+        "the replay ran under the forward's autocast"
+    );
+    assert!(seen[1].2.is_some());
+}
