@@ -12,6 +12,7 @@ mod apply;
 mod autocast;
 mod errors;
 mod exact;
+mod tables;
 
 use remat::planner::{self, Profile};
 use remat_reference::model::ModelPolicy;

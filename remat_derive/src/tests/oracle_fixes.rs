@@ -56,9 +56,7 @@ fn errors_at(tokens: TokenStream, found: &mut Vec<(String, usize)>) {
 /// Where the statement holding byte `at` starts: after the `;`, `{` or
 /// `}` before it (the renderer separates statements by a space).
 fn stmt_start(text: &str, at: usize) -> usize {
-    text[..at]
-        .rfind([';', '{', '}'])
-        .map_or(0, |i| i + 2)
+    text[..at].rfind([';', '{', '}']).map_or(0, |i| i + 2)
 }
 
 /// `text` with the first error's fix applied, or why it cannot be.

@@ -4,13 +4,15 @@
 //!
 //! From the bottom up: `choice` (one way to run a checkpoint), `profile`
 //! (what each choice keeps and costs), `plan` (the exact solver and
-//! activation), `file` (plan files).
+//! activation), `file` (plan files). Policy tables (`crate::policies`,
+//! docs/policies.md), the configuration form of a plan, are public here.
 
 pub(crate) mod choice;
 pub(crate) mod file;
 pub(crate) mod plan;
 pub(crate) mod profile;
 
+pub use crate::policies::{PolicyRule, PolicyTable, TableGuard};
 pub use choice::Choice;
 pub use file::{parse_bytes, PLAN_FORMAT};
 pub use plan::{assignments, predict, LayerPlan, Plan, PlanGuard, Prediction, Target};
