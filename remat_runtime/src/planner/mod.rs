@@ -12,7 +12,10 @@ pub(crate) mod file;
 pub(crate) mod plan;
 pub(crate) mod profile;
 
-pub use crate::policies::{PolicyRule, PolicyTable, TableGuard};
+pub use crate::policies::{
+    regions, CheckpointEntry, PolicyRule, PolicyTable, RegionEntry, RegionList, TableGuard,
+    TABLE_FORMAT,
+};
 pub use choice::Choice;
 pub use file::{parse_bytes, PLAN_FORMAT};
 pub use plan::{assignments, predict, LayerPlan, Plan, PlanGuard, Prediction, Target};
