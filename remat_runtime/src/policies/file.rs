@@ -266,7 +266,13 @@ impl PolicyTable {
                     regions
                         .iter()
                         .any(|(c, r, _)| alone.decide_region(c, r).is_some()),
-                    regions.iter().map(|(_, _, q)| *q).collect(),
+                    // A pattern without `::` names regions in every checkpoint:
+                    // suggest region names alone.
+                    if rule.pattern().contains("::") {
+                        regions.iter().map(|(_, _, q)| *q).collect()
+                    } else {
+                        regions.iter().map(|(_, r, _)| *r).collect()
+                    },
                 ),
             };
             if !hit {

@@ -185,7 +185,7 @@ impl fmt::Display for RegionList {
         for c in &self.checkpoints {
             let declared = if c.auto { "auto()" } else { "fixed" };
             let now = if c.checkpointed { "on" } else { "off" };
-            writeln!(f, "{:<32} {declared:<10} {now:<10}", c.name)?;
+            writeln!(f, "{:<32} {declared:<10} {now}", c.name)?;
             for r in &c.regions {
                 writeln!(
                     f,

@@ -561,7 +561,14 @@ impl Compiled {
                     PolicyRule::Checkpoint { .. } => &memo.seen_checkpoints,
                     PolicyRule::Region { .. } => &memo.seen_regions,
                 };
-                let note = nearest_note(r.pattern(), known.iter().map(String::as_str));
+                // A pattern without `::` names regions in every checkpoint:
+                // suggest region names alone.
+                let local = matches!(r, PolicyRule::Region { .. }) && !r.pattern().contains("::");
+                let names = known.iter().map(|k| match k.split_once("::") {
+                    Some((_, region)) if local => region,
+                    _ => k.as_str(),
+                });
+                let note = nearest_note(r.pattern(), names);
                 format!("`{r}`{note}")
             })
             .collect();
@@ -746,6 +753,16 @@ mod tests {
         let (counts, report) = run(&PolicyTable::new());
         report.unwrap();
         assert_eq!(counts, [2, 2, 2, 2]);
+    }
+
+    #[test]
+    fn a_pattern_without_a_checkpoint_half_is_compared_with_region_names() {
+        let t = PolicyTable::new().save("atention").strict(true);
+        let err = run(&t).1.unwrap_err().to_string();
+        assert!(
+            err.contains("`atention: save` (nearest: `attention`)"),
+            "{err}"
+        );
     }
 
     #[test]
