@@ -118,8 +118,9 @@ impl std::fmt::Display for PolicyRule {
 pub struct PolicyTable {
     rules: Vec<PolicyRule>,
     strict: bool,
-    /// Shared by clones; reset by every builder method.
-    compiled: OnceLock<Arc<Compiled>>,
+    /// Shared by clones (made before or after the first activation);
+    /// replaced by every builder method.
+    compiled: Arc<OnceLock<Arc<Compiled>>>,
 }
 
 impl Clone for PolicyTable {
@@ -172,7 +173,7 @@ impl PolicyTable {
     /// ```
     pub fn rule(mut self, rule: PolicyRule) -> PolicyTable {
         self.rules.push(rule);
-        self.compiled = OnceLock::new();
+        self.compiled = Arc::default();
         self
     }
 
@@ -257,7 +258,7 @@ impl PolicyTable {
     /// ```
     pub fn strict(mut self, strict: bool) -> PolicyTable {
         self.strict = strict;
-        self.compiled = OnceLock::new();
+        self.compiled = Arc::default();
         self
     }
 
@@ -772,9 +773,16 @@ mod tests {
             .checkpoint("layer.1", false)
             .save("mlp");
         assert!(t.unmatched().is_empty(), "nothing ran yet");
+        let early = t.clone();
         let (_, report) = run(&t);
         report.unwrap(); // a warning only
         assert_eq!(t.unmatched(), ["layers.*::atention: save", "layer.1: off"]);
+        // A clone made before the first forward shares its record.
+        assert_eq!(early.unmatched(), t.unmatched());
+        assert!(
+            early.clone().save("x").unmatched().is_empty(),
+            "a new table"
+        );
         let strict = t.clone().strict(true);
         let (_, report) = run(&strict);
         let err = report.unwrap_err().to_string();
