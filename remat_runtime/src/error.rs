@@ -53,6 +53,11 @@ pub enum Error {
     /// minimum, a plan file that does not match the model, ...).
     #[error("plan: {0}")]
     Plan(String),
+    /// A policy table could not be read, checked or applied (a malformed
+    /// pattern, a name the model does not have, a pattern that matched
+    /// nothing under strict checking).
+    #[error("policy table: {0}")]
+    Policy(String),
     /// The closure of a checkpoint or region panicked.
     #[error("{0}")]
     Panic(String),

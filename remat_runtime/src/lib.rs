@@ -49,6 +49,7 @@ mod io;
 pub mod nn;
 mod parts;
 pub mod planner;
+mod policies;
 mod shared;
 pub mod storage;
 mod sync;

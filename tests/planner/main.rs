@@ -13,6 +13,7 @@ mod autocast;
 mod errors;
 mod exact;
 mod stable;
+mod tables;
 
 use remat::planner::{self, Profile};
 use remat_reference::model::ModelPolicy;

@@ -559,6 +559,7 @@ fn test_train_crate() -> Result<()> {
     }
     train_smoke("off", "train_gpt_smoke")?;
     train_smoke("bf16", "train_gpt_smoke_bf16")?;
+    train_table_smoke()?;
     eprintln!("xtask test: the training example passed");
     Ok(())
 }
@@ -595,6 +596,46 @@ fn train_smoke(autocast: &str, out: &str) -> Result<()> {
         "xtask test: the training example, --autocast {autocast}: a short run of every policy \
          and of a plan for a budget between full's and none's bytes, losses bitwise equal, the \
          plan's bytes as predicted: cargo {}",
+        args.join(" ")
+    );
+    run(train_cargo().args(args))
+}
+
+/// `test_train_crate`'s policy-table runs (docs/policies.md): the listing
+/// of the model's regions, then `selective` and a run under `--save
+/// attention` (the same table as a pattern), a few steps, losses bitwise
+/// equal.
+fn train_table_smoke() -> Result<()> {
+    let out = repo_root().join("target").join("train_gpt_smoke_table");
+    let out = out.to_str().ok_or("the repository path is not UTF-8")?;
+    let list = ["run", "--release", "--quiet", "--", "--list-regions"];
+    eprintln!(
+        "xtask test: the training example's region listing: cargo {}",
+        list.join(" ")
+    );
+    run(train_cargo().args(list))?;
+    let args = [
+        "run",
+        "--release",
+        "--quiet",
+        "--",
+        "--config",
+        "small",
+        "--policy",
+        "selective",
+        "--save",
+        "layers.*::attention",
+        "--steps",
+        "4",
+        "--threads",
+        "1",
+        "--check",
+        "--out",
+        out,
+    ];
+    eprintln!(
+        "xtask test: the training example under a policy table (--save), losses bitwise \
+         those of selective: cargo {}",
         args.join(" ")
     );
     run(train_cargo().args(args))

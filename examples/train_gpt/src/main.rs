@@ -16,6 +16,7 @@ mod corpus;
 mod format;
 mod options;
 mod plot;
+mod policy_table;
 mod protocol;
 mod table;
 mod train;
@@ -50,6 +51,9 @@ fn main() -> ExitCode {
 
 fn parent(opts: &Options) -> Result<(), String> {
     let cfg = opts.model_config();
+    if opts.list_regions {
+        return list_regions(opts);
+    }
     let corpus = corpus::Corpus::load();
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| format!("cannot create {}: {e}", opts.out.display()))?;
@@ -73,7 +77,7 @@ fn parent(opts: &Options) -> Result<(), String> {
         corpus.val.len()
     );
     let policies = opts.policies();
-    if policies.contains(&ModelPolicy::Auto) {
+    if policies.contains(&ModelPolicy::Auto) && !opts.has_table() {
         opts.budget()?;
     }
     // The planned run first: a budget below the least possible fails
@@ -105,6 +109,15 @@ fn parent(opts: &Options) -> Result<(), String> {
         train::eval_batches(cfg)
     );
     let planned = match results.iter().find(|r| r.policy == ModelPolicy::Auto) {
+        Some(_) if opts.has_table() => {
+            println!("\nauto: trained under the policy table of the command line");
+            if let Some(table) = policy_table::from_options(opts)? {
+                for rule in table.rules() {
+                    println!("  {rule}");
+                }
+            }
+            None
+        }
         Some(r) => Some(plan_report(opts, r, &results)?),
         None => None,
     };
@@ -149,6 +162,26 @@ fn parent(opts: &Options) -> Result<(), String> {
         Err(s) if opts.check => Err(format!("--check: {s}")),
         _ => Ok(()),
     }
+}
+
+/// `--list-regions`: the model's checkpoints and regions under
+/// `ModelPolicy::Auto` on the first batch, at the run's precision.
+fn list_regions(opts: &Options) -> Result<(), String> {
+    tch::set_num_threads(opts.threads);
+    let cfg = opts.model_config();
+    let model = remat_reference::model::Model::new(cfg, opts.seed as i64);
+    let corpus = corpus::Corpus::load();
+    let (x, y) = corpus::Sampler::new(opts.seed).batch(&corpus.train, cfg);
+    let list = policy_table::list(|| {
+        opts.autocast
+            .scope(|| model.loss(&x, &y, ModelPolicy::Auto))
+    })?;
+    println!(
+        "the {} config's checkpoints and regions (the `auto` blocks; `kept if saved`: bytes at \
+         the forward→backward point with every `auto` region saved):\n{list}",
+        opts.config_name()
+    );
+    Ok(())
 }
 
 /// Prints the planned run's plan (read back from `plan.json`) and its

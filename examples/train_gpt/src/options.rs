@@ -56,6 +56,24 @@ pub struct Options {
     /// in this dtype; backward and AdamW stay outside it, on fp32 parameters.
     #[arg(long, value_enum, default_value = "off")]
     pub autocast: AutocastArg,
+    /// Print every checkpoint and region of the model (`auto` blocks), its
+    /// policy and the bytes it keeps when saved, then exit: what `--save`,
+    /// `--recompute` and `--policy-file` patterns name.
+    #[arg(long)]
+    pub list_regions: bool,
+    /// Adds a run named `auto` under a policy table: `auto` regions matching
+    /// these patterns (`layers.*::attention`, `mlp`) save.
+    #[arg(long, num_args = 1.., value_name = "PATTERN", conflicts_with = "budget")]
+    pub save: Vec<String>,
+    /// Like `--save`, for regions that recompute (after the `--save` rules,
+    /// so these win where both match).
+    #[arg(long, num_args = 1.., value_name = "PATTERN", conflicts_with = "budget")]
+    pub recompute: Vec<String>,
+    /// Adds a run named `auto` under the table in FILE (a table file, or a
+    /// plan file such as `plan.json`); `--save` and `--recompute` rules
+    /// come after its own.
+    #[arg(long, value_name = "FILE", conflicts_with = "budget")]
+    pub policy_file: Option<PathBuf>,
     /// Train the one given policy in this process and print machine-readable
     /// results (used by the parent process).
     #[arg(long, hide = true)]
@@ -148,10 +166,15 @@ impl Options {
             PolicyArg::All => POLICIES.to_vec(),
             PolicyArg::Auto => vec![],
         };
-        if self.budget.is_some() || self.policy == PolicyArg::Auto {
+        if self.budget.is_some() || self.has_table() || self.policy == PolicyArg::Auto {
             policies.push(ModelPolicy::Auto);
         }
         policies
+    }
+
+    /// Whether the `auto` run trains under a policy table (not a plan).
+    pub fn has_table(&self) -> bool {
+        !self.save.is_empty() || !self.recompute.is_empty() || self.policy_file.is_some()
     }
 
     /// The budget of the planned run; an error naming the fix without one.
@@ -198,6 +221,15 @@ impl Options {
             }
             if self.peak {
                 args.push("--peak".into());
+            }
+            for p in &self.save {
+                args.push(format!("--save={p}"));
+            }
+            for p in &self.recompute {
+                args.push(format!("--recompute={p}"));
+            }
+            if let Some(file) = &self.policy_file {
+                args.push(format!("--policy-file={}", file.display()));
             }
         }
         args
@@ -252,6 +284,34 @@ mod tests {
         .unwrap();
         assert_eq!(none.policies(), [ModelPolicy::None]);
         assert_eq!(none.autocast, AutocastArg::Off);
+    }
+
+    #[test]
+    fn table_options_add_the_auto_run_and_reach_its_child_only() {
+        let opts = parse(&[
+            "--policy",
+            "none",
+            "--save",
+            "layers.*::attention",
+            "mlp",
+            "--recompute",
+            "layers.1::*",
+        ])
+        .unwrap();
+        assert!(opts.has_table());
+        assert_eq!(opts.policies(), [ModelPolicy::None, ModelPolicy::Auto]);
+        let child = Options::try_parse_from(
+            std::iter::once("train_gpt".to_string()).chain(opts.child_args(ModelPolicy::Auto)),
+        )
+        .unwrap();
+        assert_eq!(child.save, ["layers.*::attention", "mlp"]);
+        assert_eq!(child.recompute, ["layers.1::*"]);
+        let none = Options::try_parse_from(
+            std::iter::once("train_gpt".to_string()).chain(opts.child_args(ModelPolicy::None)),
+        )
+        .unwrap();
+        assert!(!none.has_table());
+        assert!(parse(&["--save", "mlp", "--budget", "1MiB"]).is_err());
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! for backward, then AdamW steps with a progress bar, periodic evaluation
 //! on fixed batches, and the process's peak resident memory at the end.
 //! The planned run (`auto`) first profiles one step and plans for the
-//! budget (`budget.rs`), then runs every forward under the plan.
+//! budget (`budget.rs`), then runs every forward under the plan; with
+//! table options it runs them under the policy table instead
+//! (`policy_table.rs`).
 //!
 //! With `--autocast`, every forward (training's, the profile's, the
 //! evaluation's) runs inside the one autocast scope of `Options::autocast`;
@@ -17,6 +19,7 @@
 use crate::budget;
 use crate::corpus::{Corpus, Sampler};
 use crate::options::{policy_name, Options};
+use crate::policy_table;
 use crate::protocol::Emit;
 use indicatif::{ProgressBar, ProgressStyle};
 use remat::diagnostics::{human_bytes, saved_tensors_report, track_saved_tensors};
@@ -53,14 +56,22 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     // The model's forward and loss at the run's precision: what the planner
     // profiles and what every step runs.
     let loss = |x: &Tensor, y: &Tensor| opts.autocast.scope(|| model.loss(x, y, policy));
-    let plan = match policy {
-        ModelPolicy::Auto => Some(budget::plan(opts, || loss(&x, &y))?),
+    let table = match policy {
+        ModelPolicy::Auto if opts.has_table() => {
+            Some(policy_table::checked(opts, || loss(&x, &y))?)
+        }
         _ => None,
     };
-    // The forward of every step: under the plan, if there is one.
-    let forward = |x: &Tensor, y: &Tensor| match &plan {
-        Some(planned) => planned.plan.scope(|| loss(x, y)),
-        None => loss(x, y),
+    let plan = match policy {
+        ModelPolicy::Auto if table.is_none() => Some(budget::plan(opts, || loss(&x, &y))?),
+        _ => None,
+    };
+    // The forward of every step: under the plan or table, if there is one.
+    let forward = |x: &Tensor, y: &Tensor| match (&plan, &table) {
+        (Some(planned), _) => planned.plan.scope(|| loss(x, y)),
+        // Checked against the model above: no pattern can be malformed.
+        (None, Some(table)) => table.scope(|| loss(x, y)).unwrap_or_else(|e| panic!("{e}")),
+        (None, None) => loss(x, y),
     };
     let saved = saved_for_backward(|| forward(&x, &y));
     emit.saved(saved.0, saved.1, &saved.2);

@@ -1,6 +1,6 @@
 //! Run-time decisions for `Policy::Auto` regions and `auto()` checkpoints:
-//! the decision table active on this thread, and what one checkpoint call
-//! resolved from it.
+//! the decision table (a plan) or the rules (a policy table) active on this
+//! thread, and what one checkpoint call resolved from it.
 //!
 //! Invariants: a checkpoint resolves its decision once, on the forward, when
 //! it starts (`resolve`), and keeps it in its state; its regions and its
@@ -8,8 +8,13 @@
 //! replay always sees the forward's decision. Activation is a stack per
 //! thread, undone by guards (also when unwinding).
 //!
-//! docs/semantics.md, rules R3 (`Auto` regions) and C4 (an `auto()`
-//! checkpoint the plan switches off); E25 for a plan that does not match.
+//! Rules are asked by name when a region runs; they answer the same for the
+//! same names every time (a table never changes once active), so replay
+//! still sees the forward's decision.
+//!
+//! docs/semantics.md, rules R3 (`Auto` regions), C4 (an `auto()`
+//! checkpoint the plan switches off) and Q1-Q5 (policy tables); E25 for a
+//! plan that does not match.
 
 use crate::checkpointing::policy::Policy;
 use std::cell::RefCell;
@@ -34,9 +39,26 @@ pub(crate) struct DecisionTable {
     pub checkpoints: HashMap<String, Arc<Decision>>,
 }
 
+/// Decisions by pattern (a policy table): `None` where the rules do not
+/// cover a name, which then gets the code's default.
+pub(crate) trait Rules: Send + Sync + std::fmt::Debug {
+    /// Whether the `auto()` checkpoint `checkpoint` checkpoints.
+    fn checkpoint(&self, checkpoint: &str) -> Option<bool>;
+    /// The policy (`Save` or `Recompute`) of the `Auto` region `region` in
+    /// checkpoint `checkpoint`.
+    fn region(&self, checkpoint: &str, region: &str) -> Option<Policy>;
+}
+
+/// What can be active: a plan's exact table or a policy table's rules.
+#[derive(Clone, Debug)]
+enum Active {
+    Plan(Arc<DecisionTable>),
+    Rules(Arc<dyn Rules>),
+}
+
 thread_local! {
     /// `None` entries mask outer tables (the profiler runs "no plan").
-    static ACTIVE: RefCell<Vec<Option<Arc<DecisionTable>>>> = const { RefCell::new(Vec::new()) };
+    static ACTIVE: RefCell<Vec<Option<Active>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Pops the table it pushed when dropped; stays on its thread.
@@ -48,6 +70,15 @@ pub(crate) struct ActiveGuard {
 /// Makes `table` (or, with `None`, no table) the active one on this thread
 /// until the guard drops.
 pub(crate) fn push(table: Option<Arc<DecisionTable>>) -> ActiveGuard {
+    push_active(table.map(Active::Plan))
+}
+
+/// Makes `rules` the active decisions on this thread until the guard drops.
+pub(crate) fn push_rules(rules: Arc<dyn Rules>) -> ActiveGuard {
+    push_active(Some(Active::Rules(rules)))
+}
+
+fn push_active(table: Option<Active>) -> ActiveGuard {
     ACTIVE.with(|a| {
         let mut a = a.borrow_mut();
         a.push(table);
@@ -73,13 +104,16 @@ pub(crate) enum Resolved {
     /// A table was active but has no entry for this checkpoint.
     Missing(Arc<DecisionTable>),
     Decided(Arc<Decision>),
+    /// A policy table was active: asked by name, defaults where it is silent.
+    Rules(Arc<dyn Rules>),
 }
 
 /// The active table's decision for the checkpoint `name`.
 pub(crate) fn resolve(name: Option<&str>) -> Resolved {
     ACTIVE.with(|a| match a.borrow().last() {
         None | Some(None) => Resolved::NoPlan,
-        Some(Some(table)) => match name.and_then(|n| table.checkpoints.get(n)) {
+        Some(Some(Active::Rules(rules))) => Resolved::Rules(rules.clone()),
+        Some(Some(Active::Plan(table))) => match name.and_then(|n| table.checkpoints.get(n)) {
             Some(d) => Resolved::Decided(d.clone()),
             None => Resolved::Missing(table.clone()),
         },
@@ -92,6 +126,8 @@ impl Resolved {
         match self {
             Resolved::NoPlan => Ok(true),
             Resolved::Decided(d) => Ok(d.checkpointed),
+            // docs/semantics.md, rule Q3: not covered, the code's default.
+            Resolved::Rules(r) => Ok(r.checkpoint(checkpoint).unwrap_or(true)),
             Resolved::Missing(table) => Err(missing_checkpoint(table, checkpoint)),
         }
     }
@@ -100,6 +136,7 @@ impl Resolved {
     pub(crate) fn region(&self, checkpoint: &str, region: &str) -> Result<Policy, String> {
         match self {
             Resolved::NoPlan => Ok(Policy::Recompute),
+            Resolved::Rules(r) => Ok(r.region(checkpoint, region).unwrap_or(Policy::Recompute)),
             Resolved::Decided(d) => d
                 .regions
                 .iter()

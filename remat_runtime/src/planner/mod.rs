@@ -5,7 +5,8 @@
 //! From the bottom up: `choice` (one way to run a checkpoint), `estimate`
 //! (a measured time with its spread), `profile`
 //! (what each choice keeps and costs), `plan` (the exact solver and
-//! activation), `file` (plan files).
+//! activation), `file` (plan files). Policy tables (`crate::policies`,
+//! docs/policies.md), the configuration form of a plan, are public here.
 
 pub(crate) mod choice;
 pub(crate) mod estimate;
@@ -13,6 +14,10 @@ pub(crate) mod file;
 pub(crate) mod plan;
 pub(crate) mod profile;
 
+pub use crate::policies::{
+    regions, CheckpointEntry, PolicyRule, PolicyTable, RegionEntry, RegionList, TableGuard,
+    TABLE_FORMAT,
+};
 pub use choice::Choice;
 pub use estimate::Estimate;
 pub use file::{parse_bytes, PLAN_FORMAT};
