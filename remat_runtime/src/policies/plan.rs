@@ -34,7 +34,7 @@ impl Plan {
     ///             choice: Choice::whole(2),
     ///         },
     ///     ],
-    ///     predicted: Prediction { kept_bytes: 0, peak_bytes: 0, replay_ns: 0 },
+    ///     predicted: Prediction { kept_bytes: 0, peak_bytes: 0, replay_ns: 0, spread_ns: 0 },
     /// };
     /// let table = plan.to_table();
     /// assert_eq!(table.decide_region("layers.0", "attention"), Some(Policy::Save));
