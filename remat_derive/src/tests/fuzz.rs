@@ -283,31 +283,13 @@ fn token_bounds(tokens: &TokenStream, starts: &mut Vec<usize>, ends: &mut Vec<us
 /// The spans of each `compile_error!` in `out`: syn's first span (on the
 /// identifier) and last span (on the group holding the message).
 fn error_spans(out: &TokenStream, found: &mut Vec<(String, Range<usize>, Range<usize>)>) {
-    let tokens: Vec<TokenTree> = out.clone().into_iter().collect();
-    let mut skip = 0;
-    for (i, token) in tokens.iter().enumerate() {
-        // The guard's `macro_rules!` holds an error for where it is invoked.
-        if matches!(token, TokenTree::Ident(ident) if ident == "macro_rules") {
-            skip = i + 4;
-        }
-        if i < skip {
-            continue;
-        }
-        match token {
-            TokenTree::Ident(ident) if ident == "compile_error" => {
-                if let Some(TokenTree::Group(group)) = tokens.get(i + 2) {
-                    let message = group.stream().to_string();
-                    found.push((
-                        message,
-                        ident.span().byte_range(),
-                        group.span().byte_range(),
-                    ));
-                }
-            }
-            TokenTree::Group(group) => error_spans(&group.stream(), found),
-            _ => {}
-        }
-    }
+    super::each_error(out.clone(), &mut |ident, group| {
+        found.push((
+            group.stream().to_string(),
+            ident.span().byte_range(),
+            group.span().byte_range(),
+        ));
+    });
 }
 
 /// Checks that every error of `out` points at tokens of `inputs`.

@@ -21,12 +21,24 @@ pub(crate) fn errors(tokens: &TokenStream) -> Vec<String> {
 }
 
 fn collect_errors(tokens: TokenStream, out: &mut Vec<String>) {
+    each_error(tokens, &mut |_, group| {
+        if let Ok(lit) = syn::parse2::<syn::LitStr>(group.stream()) {
+            out.push(lit.value());
+        }
+    });
+}
+
+/// Calls `f` on each `compile_error!` of an expansion (its identifier and
+/// the group holding the message), in order, at any depth. A
+/// `macro_rules!` definition's errors are not this expansion's: they fire
+/// only where it is invoked (the guard of `crate::remat_guard`).
+pub(crate) fn each_error(
+    tokens: TokenStream,
+    f: &mut dyn FnMut(&proc_macro2::Ident, &proc_macro2::Group),
+) {
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
     let mut skip = 0;
     for (i, token) in tokens.iter().enumerate() {
-        // A `macro_rules!` definition's errors are not this expansion's:
-        // they fire only where it is invoked (the guard of
-        // `crate::remat_guard`).
         if matches!(token, TokenTree::Ident(ident) if ident == "macro_rules") {
             skip = i + 4; // `macro_rules ! NAME { .. }`
         }
@@ -36,12 +48,10 @@ fn collect_errors(tokens: TokenStream, out: &mut Vec<String>) {
         match token {
             TokenTree::Ident(ident) if ident == "compile_error" => {
                 if let Some(TokenTree::Group(group)) = tokens.get(i + 2) {
-                    if let Ok(lit) = syn::parse2::<syn::LitStr>(group.stream()) {
-                        out.push(lit.value());
-                    }
+                    f(ident, group);
                 }
             }
-            TokenTree::Group(group) => collect_errors(group.stream(), out),
+            TokenTree::Group(group) => each_error(group.stream(), f),
             _ => {}
         }
     }

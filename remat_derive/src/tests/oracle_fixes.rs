@@ -8,7 +8,7 @@
 
 use std::str::FromStr;
 
-use proc_macro2::{TokenStream, TokenTree};
+use proc_macro2::TokenStream;
 use proptest::prelude::*;
 use quote::quote;
 
@@ -30,27 +30,11 @@ fn first_error(text: &str) -> Option<(String, usize)> {
 }
 
 fn errors_at(tokens: TokenStream, found: &mut Vec<(String, usize)>) {
-    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-    let mut skip = 0;
-    for (i, token) in tokens.iter().enumerate() {
-        if matches!(token, TokenTree::Ident(ident) if ident == "macro_rules") {
-            skip = i + 4;
+    super::each_error(tokens, &mut |ident, group| {
+        if let Ok(lit) = syn::parse2::<syn::LitStr>(group.stream()) {
+            found.push((lit.value(), ident.span().byte_range().start));
         }
-        if i < skip {
-            continue;
-        }
-        match token {
-            TokenTree::Ident(ident) if ident == "compile_error" => {
-                if let Some(TokenTree::Group(group)) = tokens.get(i + 2) {
-                    if let Ok(lit) = syn::parse2::<syn::LitStr>(group.stream()) {
-                        found.push((lit.value(), ident.span().byte_range().start));
-                    }
-                }
-            }
-            TokenTree::Group(group) => errors_at(group.stream(), found),
-            _ => {}
-        }
-    }
+    });
 }
 
 /// Where the statement holding byte `at` starts: after the `;`, `{` or
