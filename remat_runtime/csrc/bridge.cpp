@@ -515,6 +515,20 @@ remat_err remat_version(const remat_tensor* t, uint32_t* out) {
   });
 }
 
+remat_err remat_version_counter_new(const remat_tensor* t, void** out) {
+  return guard([&] {
+    *out = new c10::VariableVersion(torch::autograd::impl::version_counter(*t));
+  });
+}
+
+uint32_t remat_version_counter_get(const void* counter) {
+  return static_cast<const c10::VariableVersion*>(counter)->current_version();
+}
+
+void remat_version_counter_free(void* counter) {
+  delete static_cast<c10::VariableVersion*>(counter);
+}
+
 int remat_grad_mode_enabled(void) { return c10::GradMode::is_enabled(); }
 
 void remat_grad_mode_set(int enabled) { c10::GradMode::set_enabled(enabled != 0); }

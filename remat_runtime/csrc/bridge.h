@@ -146,6 +146,11 @@ void remat_storage_weak_free(void* weak);
 void* remat_tensor_weak_new(const remat_tensor* t);
 remat_tensor* remat_tensor_weak_upgrade(const void* weak);
 void remat_tensor_weak_free(void* weak);
+// A tensor's version counter, shared (views share it), without its data:
+// what an offloaded save checks in backward (docs/semantics.md, rule O3).
+remat_err remat_version_counter_new(const remat_tensor* t, void** out);
+uint32_t remat_version_counter_get(const void* counter);
+void remat_version_counter_free(void* counter);
 remat_err remat_version(const remat_tensor* t, uint32_t* out);
 int remat_grad_mode_enabled(void);
 void remat_grad_mode_set(int enabled);

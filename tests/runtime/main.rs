@@ -11,6 +11,7 @@ mod early_stop;
 mod freed;
 mod gradients;
 mod memory;
+mod offload;
 mod options;
 mod rules;
 mod threads;

@@ -132,6 +132,9 @@ extern "C" {
     pub(super) fn remat_tensor_weak_upgrade(weak: *const c_void) -> *mut C_tensor;
     pub(super) fn remat_tensor_weak_free(weak: *mut c_void);
     pub(super) fn remat_version(t: *const C_tensor, out: *mut u32) -> RematErr;
+    pub(super) fn remat_version_counter_new(t: *const C_tensor, out: *mut *mut c_void) -> RematErr;
+    pub(super) fn remat_version_counter_get(counter: *const c_void) -> u32;
+    pub(super) fn remat_version_counter_free(counter: *mut c_void);
     pub(super) fn remat_grad_mode_enabled() -> c_int;
     pub(super) fn remat_grad_mode_set(enabled: c_int);
     pub(super) fn remat_untracked_push() -> *mut c_void;

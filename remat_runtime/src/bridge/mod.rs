@@ -44,7 +44,7 @@ pub(crate) use node::{
 };
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
 pub use rng::{rng_state, set_rng_state};
-pub(crate) use storage::{detached_alias, storage_offset};
+pub(crate) use storage::{detached_alias, storage_offset, VersionCounter};
 pub use storage::{
     storage_key, storage_nbytes, tensor_version, StorageKey, WeakStorage, WeakTensor,
 };

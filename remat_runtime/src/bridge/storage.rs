@@ -227,3 +227,35 @@ impl Drop for WeakTensor {
         }
     }
 }
+
+/// A tensor's version counter (shared by its views), held without the
+/// tensor or its storage: how a save that was copied elsewhere still sees
+/// later in-place changes of the original.
+pub(crate) struct VersionCounter(*mut c_void);
+
+// SAFETY: `c10::VariableVersion` holds an intrusive pointer with atomic
+// counts, and its version is an atomic read.
+unsafe impl Send for VersionCounter {}
+// SAFETY: see `Send`; `get` only reads.
+unsafe impl Sync for VersionCounter {}
+
+impl VersionCounter {
+    pub(crate) fn of(t: &Tensor) -> Result<Self> {
+        let mut out: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `t` is a live tensor; on success `out` is ours to free.
+        check(unsafe { ffi::remat_version_counter_new(t.as_ptr(), &mut out) })?;
+        Ok(VersionCounter(out))
+    }
+
+    pub(crate) fn get(&self) -> u32 {
+        // SAFETY: `self.0` is a live counter until drop.
+        unsafe { ffi::remat_version_counter_get(self.0) }
+    }
+}
+
+impl Drop for VersionCounter {
+    fn drop(&mut self) {
+        // SAFETY: frees the counter made in `of`, once.
+        unsafe { ffi::remat_version_counter_free(self.0) }
+    }
+}

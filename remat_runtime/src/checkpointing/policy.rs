@@ -1,4 +1,4 @@
-//! What a region does on replay (docs/semantics.md, rule R3).
+//! What a region does on replay (docs/semantics.md, rules R3 and O1).
 
 /// What happens to a region on replay.
 ///
@@ -47,4 +47,54 @@ pub enum Policy {
     /// y.sum(tch::Kind::Float).backward();
     /// ```
     Auto,
+    /// Like `Save`, but what the region keeps (its saves for backward and
+    /// its outputs kept for replay) is copied to the device given (usually
+    /// the CPU) and copied back when backward needs it, so it holds no
+    /// memory on its own device in between. Parameters stay where they are.
+    /// On the CPU with a CPU target the copy is a real copy: the mechanism
+    /// and its accounting run, the memory saved is none.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("block").call(&x, |x| {
+    ///     let h = region("exp", Policy::OFFLOAD).call(&x, |x| x.exp());
+    ///     let report = memory_report().unwrap();
+    ///     // `exp` saves its result: offloaded, not kept.
+    ///     assert_eq!((report.regions[0].bytes(), report.regions[0].offloaded_bytes()), (0, 64));
+    ///     h
+    /// });
+    /// y.sum(tch::Kind::Float).backward();
+    /// assert!(x.grad().equal(&x.exp()));
+    /// ```
+    Offload(tch::Device),
+}
+
+impl Policy {
+    /// `Offload` to the CPU, the usual target.
+    ///
+    /// ```
+    /// assert_eq!(remat_runtime::Policy::OFFLOAD, remat_runtime::Policy::Offload(tch::Device::Cpu));
+    /// ```
+    pub const OFFLOAD: Policy = Policy::Offload(tch::Device::Cpu);
+
+    /// The word tables, plans, traces and listings use: `save`,
+    /// `recompute`, `auto` or `offload`.
+    ///
+    /// ```
+    /// assert_eq!(remat_runtime::Policy::OFFLOAD.word(), "offload");
+    /// ```
+    pub fn word(self) -> &'static str {
+        match self {
+            Policy::Save => "save",
+            Policy::Recompute => "recompute",
+            Policy::Auto => "auto",
+            Policy::Offload(_) => "offload",
+        }
+    }
+
+    /// Whether the region runs only on the forward (`Save` or `Offload`).
+    pub(crate) fn keeps(self) -> bool {
+        matches!(self, Policy::Save | Policy::Offload(_))
+    }
 }

@@ -133,7 +133,7 @@ impl Region {
             if f.save_depth > 0 {
                 // Inside a Save body the outer region keeps everything.
                 return match self.policy {
-                    Policy::Save | Policy::Auto => Ok(Mode::Plain),
+                    Policy::Save | Policy::Auto | Policy::Offload(_) => Ok(Mode::Plain),
                     Policy::Recompute => Err(Error::Region {
                         region: f.state.region_display(&self.name),
                         message: "a `recompute` region inside a `save` region never replays, \
@@ -223,8 +223,17 @@ impl Region {
                 crate::parts::from_parts(parts)
             }
             (Phase::Forward, Policy::Save) => {
-                save_forward::forward(&state, self.name.clone(), self.location, inputs, body)
+                save_forward::forward(&state, self.name.clone(), self.location, None, inputs, body)
             }
+            // docs/semantics.md, rule O1: a Save region whose keeps move.
+            (Phase::Forward, Policy::Offload(target)) => save_forward::forward(
+                &state,
+                self.name.clone(),
+                self.location,
+                Some(target),
+                inputs,
+                body,
+            ),
             (Phase::Recompute, Policy::Recompute) => {
                 // docs/semantics.md, rule R5: a name the forward ran as Save must not
                 // recompute now.
@@ -240,7 +249,9 @@ impl Region {
                 Ok(body(inputs))
             }
             // docs/semantics.md, rule P1: skipped during recomputation, outputs served.
-            (Phase::Recompute, Policy::Save) => save_serve::serve(&state, &self.name, inputs),
+            (Phase::Recompute, Policy::Save | Policy::Offload(_)) => {
+                save_serve::serve(&state, &self.name, inputs)
+            }
             (_, Policy::Auto) => Err(Error::Internal(format!(
                 "region `{}` reached its run with its policy unresolved",
                 state.region_display(&self.name)

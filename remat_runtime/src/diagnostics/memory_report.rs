@@ -9,6 +9,7 @@ use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::save_region::record::{Layout, SaveRecord, Slot};
 use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
+use crate::policies::table::device_text;
 use crate::sync::lock;
 use std::collections::HashSet;
 use std::fmt;
@@ -52,6 +53,35 @@ pub struct KeptStorage {
     /// Where the storage's data is (finds its allocation in the CUDA
     /// allocator's snapshot).
     pub(crate) address: usize,
+}
+
+/// One storage an `Offload` region copied to its target: it holds no memory
+/// on its own device until backward brings it back.
+///
+/// ```
+/// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
+/// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let _y = checkpoint("block").call(&x, |x| {
+///     let h = region("exp", Policy::OFFLOAD).call(&x, |x| x.exp());
+///     let report = memory_report().unwrap();
+///     let moved = &report.regions[0].offloaded_storages[0];
+///     assert_eq!(moved.names, ["saved.0", "output.0"]);
+///     assert_eq!((moved.bytes, moved.target), (64, tch::Device::Cpu));
+///     h
+/// });
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct OffloadedStorage {
+    /// The saves and outputs copied with it.
+    pub names: Vec<String>,
+    /// The storage's whole size (all of it is copied).
+    pub bytes: i64,
+    /// Shape of the first tensor copied with it.
+    pub sizes: Vec<i64>,
+    /// Its element type.
+    pub kind: Kind,
+    /// Where the copy is.
+    pub target: tch::Device,
 }
 
 /// A kept tensor that views a [`KeptStorage`] with another shape or layout.
@@ -105,6 +135,9 @@ pub struct RegionMemory {
     pub rebuilt: Vec<String>,
     /// Saves and outputs handed to saved-tensor hooks (not resident here).
     pub offloaded: usize,
+    /// What an `Offload` region copied to its target (not resident on its
+    /// own device), one entry per storage; not in [`RegionMemory::bytes`].
+    pub offloaded_storages: Vec<OffloadedStorage>,
     /// Parameters (and views of them) its ops saved: resident, but not
     /// activation memory, so not counted in its bytes.
     pub parameters: Vec<KeptStorage>,
@@ -145,6 +178,21 @@ impl RegionMemory {
     /// ```
     pub fn bytes(&self) -> i64 {
         self.storages().map(|s| s.bytes).sum()
+    }
+
+    /// Bytes an `Offload` region copied to its target.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, diagnostics::memory_report, region, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let _y = checkpoint("block").call(&x, |x| {
+    ///     let h = region("exp", Policy::Save).call(&x, |x| x.exp());
+    ///     assert_eq!(memory_report().unwrap().regions[0].offloaded_bytes(), 0); // kept
+    ///     h
+    /// });
+    /// ```
+    pub fn offloaded_bytes(&self) -> i64 {
+        self.offloaded_storages.iter().map(|s| s.bytes).sum()
     }
 }
 
@@ -402,6 +450,17 @@ pub(crate) fn write_region(f: &mut fmt::Formatter<'_>, r: &RegionMemory, pad: &s
             r.offloaded
         )?;
     }
+    for s in &r.offloaded_storages {
+        writeln!(
+            f,
+            "{pad}  + {:>8}  {}  {:?} {:?}  offloaded to {}, not resident",
+            human_bytes(s.bytes),
+            s.names.join(" = "),
+            s.sizes,
+            s.kind,
+            device_text(s.target)
+        )?;
+    }
     Ok(())
 }
 
@@ -555,7 +614,8 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
                 }
             }
             Some(Slot::Packed { .. }) => offloaded += 1,
-            _ => {}
+            // Reported with the store's storages below.
+            Some(Slot::Offloaded(_)) | Some(Slot::Failed(_)) | None => {}
         }
     }
     let storages = storage_rows(values);
@@ -567,13 +627,31 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
         .peekable();
     let outputs_gone =
         specs.peek().is_some() && specs.all(|o| o.storage.as_ref().is_none_or(|s| !s.is_alive()));
-    let released = outputs_gone && storages.is_empty() && rebuilt.is_empty() && offloaded == 0;
+    // docs/semantics.md, rule O1: what moved, apart from what is kept.
+    let offloaded_storages: Vec<OffloadedStorage> = record
+        .offload
+        .iter()
+        .flat_map(|store| store.moved())
+        .map(|m| OffloadedStorage {
+            names: lock(&m.names).clone(),
+            bytes: m.nbytes,
+            sizes: m.sizes.clone(),
+            kind: m.kind(),
+            target: m.target(),
+        })
+        .collect();
+    let released = outputs_gone
+        && storages.is_empty()
+        && rebuilt.is_empty()
+        && offloaded == 0
+        && offloaded_storages.is_empty();
     RegionMemory {
         region: record.display(),
         location: format!("{}:{}", record.location.file(), record.location.line()),
         storages,
         rebuilt,
         offloaded,
+        offloaded_storages,
         parameters: storage_rows(params).into_iter().map(|(_, s)| s).collect(),
         released,
     }

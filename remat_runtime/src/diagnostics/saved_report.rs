@@ -210,6 +210,24 @@ impl SavedTensorsReport {
         self.checkpoints.iter().map(CheckpointMemory::bytes).sum()
     }
 
+    /// Bytes `Offload` regions copied off their device (not in
+    /// [`SavedTensorsReport::checkpoint_bytes`]).
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, diagnostics::saved_tensors_report, Policy};
+    /// let x = tch::Tensor::ones([4, 4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("layer.0").call(&x, |x| region("exp", Policy::OFFLOAD).call(&x, |x| x.exp()));
+    /// let report = saved_tensors_report(None);
+    /// assert_eq!((report.checkpoint_bytes(), report.offloaded_bytes()), (0, 64));
+    /// ```
+    pub fn offloaded_bytes(&self) -> i64 {
+        self.checkpoints
+            .iter()
+            .flat_map(|c| &c.regions)
+            .map(RegionMemory::offloaded_bytes)
+            .sum()
+    }
+
     /// Bytes saved outside checkpoints (`None` when not tracked).
     ///
     /// ```
@@ -407,6 +425,13 @@ impl fmt::Display for SavedTensorsReport {
             human_bytes(self.input_bytes()),
             outside
         )?;
+        if self.offloaded_bytes() > 0 {
+            writeln!(
+                f,
+                "offloaded by `offload` regions (not resident on their device): {}",
+                human_bytes(self.offloaded_bytes())
+            )?;
+        }
         writeln!(f, "checkpoints:")?;
         for (names, members) in self.groups() {
             let bytes: i64 = members.iter().map(|c| c.bytes()).sum();
@@ -427,6 +452,13 @@ impl fmt::Display for SavedTensorsReport {
                     r.rebuilt.len(),
                     r.offloaded
                 )?;
+                if r.offloaded_bytes() > 0 {
+                    write!(
+                        f,
+                        ", {} moved off the device",
+                        human_bytes(r.offloaded_bytes())
+                    )?;
+                }
                 if !r.parameters.is_empty() {
                     write!(f, ", {} parameter(s) not counted", r.parameters.len())?;
                 }

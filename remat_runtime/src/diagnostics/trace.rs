@@ -83,12 +83,7 @@ impl fmt::Display for Trace {
                         write(f, entries, depth + 1)?;
                     }
                     TraceEntry::Region { name, policy } => {
-                        let p = match policy {
-                            Policy::Save => "save",
-                            Policy::Recompute => "recompute",
-                            Policy::Auto => "auto",
-                        };
-                        writeln!(f, "{pad}{name}: {p}")?;
+                        writeln!(f, "{pad}{name}: {}", policy.word())?;
                     }
                 }
             }

@@ -637,7 +637,7 @@ fn time_kind(kind: &mut LayerKind, layers: &[String], samples: &[Vec<CheckpointC
             let skipped: i64 = c
                 .regions
                 .iter()
-                .filter(|x| x.declared == Policy::Save || kind.regions.contains(&x.name))
+                .filter(|x| x.declared.keeps() || kind.regions.contains(&x.name))
                 .map(|x| ns(x.elapsed))
                 .sum();
             (ns(c.elapsed) - skipped).max(0)
@@ -676,7 +676,7 @@ fn tail_ns(regions: &[String], call: &CheckpointCall, save: &[bool]) -> u64 {
         .regions
         .iter()
         .filter(|r| match r.declared {
-            Policy::Save => true,
+            Policy::Save | Policy::Offload(_) => true,
             Policy::Auto => regions
                 .iter()
                 .position(|n| n == &r.name)

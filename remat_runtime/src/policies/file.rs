@@ -15,7 +15,7 @@ use crate::planner::Plan;
 use crate::planner::PLAN_FORMAT;
 use crate::policies::listing::RegionList;
 use crate::policies::nearest::nearest_note;
-use crate::policies::table::{PolicyRule, PolicyTable};
+use crate::policies::table::{parse_policy, policy_text, PolicyRule, PolicyTable};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -73,14 +73,7 @@ impl PolicyTable {
                 },
                 PolicyRule::Region { pattern, policy } => FileRule {
                     region: Some(pattern.clone()),
-                    policy: Some(
-                        match policy {
-                            Policy::Save => "save",
-                            Policy::Recompute => "recompute",
-                            Policy::Auto => "auto",
-                        }
-                        .into(),
-                    ),
+                    policy: Some(policy_text(*policy)),
                     ..FileRule::default()
                 },
             })
@@ -142,12 +135,12 @@ impl PolicyTable {
                     enabled: None,
                 } => PolicyRule::Region {
                     pattern,
-                    policy: match policy.as_str() {
-                        "save" => Policy::Save,
-                        "recompute" => Policy::Recompute,
-                        other => {
+                    policy: match parse_policy(&policy) {
+                        Some(p) if p != Policy::Auto => p,
+                        _ => {
                             return Err(bad(&format!(
-                                "policy `{other}`; expected `save` or `recompute`"
+                                "policy `{policy}`; expected `save`, `recompute`, `offload` or \
+                                 `offload:DEVICE` (`cpu`, `cuda:N`)"
                             )))
                         }
                     },
@@ -155,7 +148,7 @@ impl PolicyTable {
                 _ => {
                     return Err(bad(
                         "a rule is {\"checkpoint\": PATTERN, \"enabled\": true|false} or \
-                         {\"region\": PATTERN, \"policy\": \"save\"|\"recompute\"}",
+                         {\"region\": PATTERN, \"policy\": \"save\"|\"recompute\"|\"offload\"}",
                     ))
                 }
             };

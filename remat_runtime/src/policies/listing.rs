@@ -17,7 +17,7 @@ use crate::diagnostics::format::human_bytes;
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
 use crate::diagnostics::timing::{record_into, ProfileSink};
 use crate::error::{Error, Result};
-use crate::policies::table::PolicyTable;
+use crate::policies::table::{policy_text, PolicyTable};
 use crate::sync::lock;
 use std::collections::HashMap;
 use std::fmt;
@@ -167,14 +167,6 @@ pub fn regions(mut forward: impl FnMut() -> Tensor) -> Result<RegionList> {
     Ok(list)
 }
 
-fn policy_name(p: Policy) -> &'static str {
-    match p {
-        Policy::Save => "save",
-        Policy::Recompute => "recompute",
-        Policy::Auto => "auto",
-    }
-}
-
 impl fmt::Display for RegionList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -191,8 +183,8 @@ impl fmt::Display for RegionList {
                     f,
                     "  {:<30} {:<10} {:<10} {:>14}",
                     r.qualified,
-                    policy_name(r.declared),
-                    policy_name(r.policy),
+                    policy_text(r.declared),
+                    policy_text(r.policy),
                     r.save_bytes.map_or("-".into(), human_bytes)
                 )?;
             }

@@ -44,7 +44,7 @@ pub enum PolicyRule {
     Region {
         /// `CHECKPOINT::REGION` patterns, or a `REGION` pattern.
         pattern: String,
-        /// `Save` or `Recompute`.
+        /// `Save`, `Recompute` or `Offload`.
         policy: Policy,
     },
 }
@@ -71,14 +71,57 @@ impl std::fmt::Display for PolicyRule {
                 write!(f, "{pattern}: {what}")
             }
             PolicyRule::Region { pattern, policy } => {
-                let what = match policy {
-                    Policy::Save => "save",
-                    Policy::Recompute => "recompute",
-                    Policy::Auto => "auto",
-                };
-                write!(f, "{pattern}: {what}")
+                write!(f, "{pattern}: {}", policy_text(*policy))
             }
         }
+    }
+}
+
+/// How tables, their files and listings write a policy: its word, and for
+/// `Offload` to another device than the CPU, `offload:DEVICE` (`cuda:0`).
+pub(crate) fn policy_text(policy: Policy) -> String {
+    match policy {
+        Policy::Offload(tch::Device::Cpu) => "offload".into(),
+        Policy::Offload(device) => format!("offload:{}", device_text(device)),
+        p => p.word().into(),
+    }
+}
+
+/// `cpu`, `cuda:N`, `mps` or `vulkan`.
+pub(crate) fn device_text(device: tch::Device) -> String {
+    match device {
+        tch::Device::Cpu => "cpu".into(),
+        tch::Device::Cuda(i) => format!("cuda:{i}"),
+        tch::Device::Mps => "mps".into(),
+        tch::Device::Vulkan => "vulkan".into(),
+    }
+}
+
+/// The converse of [`device_text`] (`cuda` is `cuda:0`).
+pub(crate) fn parse_device(text: &str) -> Option<tch::Device> {
+    match text {
+        "cpu" => Some(tch::Device::Cpu),
+        "cuda" => Some(tch::Device::Cuda(0)),
+        "mps" => Some(tch::Device::Mps),
+        "vulkan" => Some(tch::Device::Vulkan),
+        _ => text
+            .strip_prefix("cuda:")
+            .and_then(|i| i.parse().ok())
+            .map(tch::Device::Cuda),
+    }
+}
+
+/// The converse of [`policy_text`].
+pub(crate) fn parse_policy(text: &str) -> Option<Policy> {
+    match text {
+        "save" => Some(Policy::Save),
+        "recompute" => Some(Policy::Recompute),
+        "auto" => Some(Policy::Auto),
+        "offload" => Some(Policy::OFFLOAD),
+        _ => text
+            .strip_prefix("offload:")
+            .and_then(parse_device)
+            .map(Policy::Offload),
     }
 }
 
@@ -202,6 +245,45 @@ impl PolicyTable {
             pattern: pattern.into(),
             policy: Policy::Recompute,
         })
+    }
+
+    /// Adds a rule: `Auto` regions matching `pattern` offload to the CPU
+    /// (`Policy::OFFLOAD`; another target with [`PolicyTable::rule`]).
+    ///
+    /// ```
+    /// use remat_runtime::Policy;
+    /// let t = remat_runtime::planner::PolicyTable::new().save("*").offload("mlp.*");
+    /// assert_eq!(t.decide_region("layers.0", "mlp.up"), Some(Policy::OFFLOAD));
+    /// assert_eq!(t.decide_region("layers.0", "attention"), Some(Policy::Save));
+    /// ```
+    pub fn offload(self, pattern: impl Into<String>) -> PolicyTable {
+        self.rule(PolicyRule::Region {
+            pattern: pattern.into(),
+            policy: Policy::OFFLOAD,
+        })
+    }
+
+    /// JAX's `save_and_offload_only_these_names`: the `Auto` regions named
+    /// by `save` save, those named by `offload` offload to the CPU, every
+    /// other recomputes (an `offload` name overrides a `save` name).
+    ///
+    /// ```
+    /// use remat_runtime::planner::PolicyTable;
+    /// use remat_runtime::Policy;
+    /// let t = PolicyTable::save_and_offload_only(["attention"], ["mlp.up"]);
+    /// assert_eq!(t.decide_region("layers.0", "attention"), Some(Policy::Save));
+    /// assert_eq!(t.decide_region("layers.0", "mlp.up"), Some(Policy::OFFLOAD));
+    /// assert_eq!(t.decide_region("layers.0", "mlp.down"), Some(Policy::Recompute));
+    /// ```
+    pub fn save_and_offload_only<S: Into<String>, O: Into<String>>(
+        save: impl IntoIterator<Item = S>,
+        offload: impl IntoIterator<Item = O>,
+    ) -> PolicyTable {
+        let saved = save.into_iter().fold(
+            PolicyTable::save_only(Vec::<String>::new()),
+            PolicyTable::save,
+        );
+        offload.into_iter().fold(saved, PolicyTable::offload)
     }
 
     /// Adds a rule: `auto()` checkpoints matching `pattern` checkpoint
@@ -479,8 +561,8 @@ impl Compiled {
                 PolicyRule::Region { pattern, policy } => {
                     if *policy == Policy::Auto {
                         return Err(bad(format!(
-                            "region rule `{pattern}` gives `auto`; a rule decides `save` or \
-                             `recompute`"
+                            "region rule `{pattern}` gives `auto`; a rule decides `save`, \
+                             `recompute` or `offload`"
                         )));
                     }
                     let (c, r) = pattern.split_once("::").unwrap_or(("*", pattern));

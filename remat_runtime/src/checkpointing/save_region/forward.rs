@@ -14,6 +14,7 @@
 use crate::bridge::{is_grad_leaf, HookPair, TensorMeta, WeakStorage};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame;
+use crate::checkpointing::save_region::offload::OffloadStore;
 use crate::checkpointing::save_region::record::{Output, OutputSpec, RecordInner, SaveRecord};
 use crate::checkpointing::save_region::saved_input::InputInfo;
 use crate::error::{Error, Result};
@@ -25,13 +26,14 @@ use crate::sync::lock;
 use std::borrow::Cow;
 use std::panic::Location;
 use std::sync::{Arc, Mutex};
-use tch::Tensor;
+use tch::{Device, Tensor};
 
 /// Runs a `Save` region on the forward.
 pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     state: &Arc<CheckpointState>,
     name: Cow<'static, str>,
     location: &'static Location<'static>,
+    offload: Option<Device>,
     inputs: I,
     body: impl FnOnce(I) -> O,
 ) -> Result<O> {
@@ -54,6 +56,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
         checkpoint: state.name.clone(),
         name: name.clone(),
         location,
+        offload: offload.map(OffloadStore::new),
         inner: Mutex::new(RecordInner {
             inputs: infos,
             output_hooks: output_hooks.clone(),
@@ -125,6 +128,8 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
             .enumerate()
             .filter(|(_, o)| {
                 let key = o.spec.as_ref().and_then(|s| s.meta.storage);
+                // docs/semantics.md, rule O4: for an `Offload` region, an
+                // output on a moved storage shares the copy.
                 key.is_some_and(|k| inner.identity_storages.contains(&k))
             })
             .map(|(i, _)| i)

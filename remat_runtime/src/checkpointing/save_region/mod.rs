@@ -1,10 +1,12 @@
 //! `Save` regions, in one place: what the forward records (`record`), the
 //! pack hooks that keep the body's saves (`pack`), which saves are inputs
 //! rebuilt instead of kept (`saved_input`), the persist index and who asks
-//! for an output to be kept (`persist`), the forward (`forward`) and what a
-//! skipped region serves on recomputation (`serve`).
+//! for an output to be kept (`persist`), the forward (`forward`), what a
+//! skipped region serves on recomputation (`serve`), and where an `Offload`
+//! region's keeps go (`offload`).
 
 pub(crate) mod forward;
+pub(crate) mod offload;
 pub(crate) mod pack;
 pub(crate) mod persist;
 pub(crate) mod record;

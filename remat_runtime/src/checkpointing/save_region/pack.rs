@@ -8,13 +8,15 @@
 //! docs/semantics.md rules kept here: S1 (kept saves), S2 (the in-place
 //! check), S3 (rebuilt inputs are neither kept nor offloaded), S6
 //! (offloaded saves), S8 (which storages make an output resident anyway),
-//! D2 (save names), T6 (the context of a save, captured where it is made).
+//! D2 (save names), T6 (the context of a save, captured where it is made),
+//! O1-O3 (what an `Offload` region moves, and its in-place check).
 
 use crate::bridge::{
     storage_data, storage_key, storage_nbytes, tensor_version, HookPair, Payload, SaveSite,
     WeakStorage,
 };
 use crate::checkpointing::frame;
+use crate::checkpointing::save_region::offload::Offloaded;
 use crate::checkpointing::save_region::record::{save_name, KeptRow, Layout, Recipe, SaveRecord};
 use crate::checkpointing::save_region::saved_input::classify;
 use crate::hooks::save_names;
@@ -35,6 +37,12 @@ enum Saved {
     Rebuilt {
         record: Arc<SaveRecord>,
         slot: usize,
+    },
+    /// Copied to an `Offload` region's target.
+    Offloaded {
+        value: Offloaded,
+        name: String,
+        region: Arc<SaveRecord>,
     },
     /// Kept as is (a detached alias), with the version it had.
     Kept {
@@ -85,6 +93,26 @@ impl HookPair for SaveRecord {
             let payload = hooks.pack(tensor, SavedTensorKind::Backward, context, site.param)?;
             lock(&record.inner).offloaded += 1;
             return Ok(Box::new(Saved::User { hooks, payload }));
+        }
+        // docs/semantics.md, rules O1 and O2: an `Offload` region moves what
+        // it keeps, parameters excepted.
+        if let (Some(store), false) = (&record.offload, site.param) {
+            let value = store.offload(&tensor, &name).map_err(|m| {
+                record
+                    .error(format!("offloading `{name}`: {m}"))
+                    .to_string()
+            })?;
+            let mut inner = lock(&record.inner);
+            if let Some(key) = storage_key(&tensor) {
+                // docs/semantics.md, rules S8 and O4: an output on this
+                // storage shares the copy.
+                inner.identity_storages.insert(key);
+            }
+            return Ok(Box::new(Saved::Offloaded {
+                value,
+                name,
+                region: record.clone(),
+            }));
         }
         let mut inner = lock(&record.inner);
         if let Some(key) = storage_key(&tensor) {
@@ -150,6 +178,16 @@ impl HookPair for SaveRecord {
                 Ok(value.shallow_clone())
             }
             Some(Saved::User { hooks, payload }) => hooks.unpack(&**payload),
+            // docs/semantics.md, rule O3 (E11).
+            Some(Saved::Offloaded {
+                value,
+                name,
+                region,
+            }) => value.restore().map_err(|m| {
+                region
+                    .error(format!("saved tensor `{name}` {m}"))
+                    .to_string()
+            }),
             None => Err("remat internal error: foreign payload in a Save region".into()),
         }
     }

@@ -136,15 +136,24 @@ impl SaveRecord {
         let value = detached_alias(output)?;
         // docs/semantics.md, rule K7: a detached alias with its version, or packed by
         // the pair in effect at region entry with kind SaveOutput.
-        let kept = match inner.output_hooks.clone() {
-            Some(hooks) => {
+        // docs/semantics.md, rules K7 and O1: packed by the pair in effect at
+        // region entry with kind SaveOutput (S6 before offload), copied to an
+        // `Offload` region's target, or a detached alias with its version.
+        let kept = match (inner.output_hooks.clone(), &self.offload) {
+            (Some(hooks), _) => {
                 let context = inner.output_context.clone();
                 let payload = hooks
                     .pack(value, SavedTensorKind::SaveOutput, context, false)
                     .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
                 Slot::Packed { hooks, payload }
             }
-            None => {
+            (None, Some(store)) => {
+                let value = store
+                    .offload(&value, &format!("output.{slot}"))
+                    .map_err(|m| self.error(format!("offloading output {slot}: {m}")))?;
+                Slot::Offloaded(value)
+            }
+            (None, None) => {
                 let version = tensor_version(&value)?;
                 Slot::Resident { value, version }
             }

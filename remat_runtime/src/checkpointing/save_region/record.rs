@@ -9,6 +9,7 @@
 //! `grad_fn`, so it cannot keep its graph alive.
 
 use crate::bridge::{Payload, StorageKey, TensorMeta, WeakStorage};
+use crate::checkpointing::save_region::offload::{OffloadStore, Offloaded};
 use crate::checkpointing::save_region::saved_input::{InputInfo, ViewSpec};
 use crate::error::Error;
 use crate::hooks::state_hooks::Snapshots;
@@ -38,6 +39,8 @@ pub(crate) struct SaveRecord {
     pub name: Cow<'static, str>,
     /// Where the region was called (the default annotation of reports).
     pub location: &'static Location<'static>,
+    /// An `Offload` region's copies (docs/semantics.md, rule O1).
+    pub offload: Option<OffloadStore>,
     pub inner: Mutex<RecordInner>,
 }
 
@@ -124,6 +127,8 @@ pub(crate) enum Slot {
         hooks: TensorHooks,
         payload: Payload,
     },
+    /// Copied to an `Offload` region's target.
+    Offloaded(Offloaded),
     /// An unpack that failed while serving under `retain_graph`.
     Failed(String),
 }

@@ -116,6 +116,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
                     },
                     Err(m) => Slot::Failed(m),
                 },
+                Slot::Offloaded(o) => Slot::Offloaded(o.clone()),
                 Slot::Failed(m) => Slot::Failed(m.clone()),
             })
         };
@@ -147,6 +148,10 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
                 }
                 detached_alias(&value)?
             }
+            // docs/semantics.md, rules O1 and O3 (E12): back from the target.
+            Some(Slot::Offloaded(o)) => o
+                .restore()
+                .map_err(|m| record.error(format!("output {i} {m}")))?,
             Some(Slot::Packed { hooks, payload }) => hooks
                 .unpack(&*payload)
                 .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
