@@ -65,6 +65,7 @@ pub fn hand_choices(p: &Profile, policy: ModelPolicy) -> Option<Vec<usize>> {
     let save = |attention, mlp| Choice {
         checkpointed: true,
         save: vec![attention, mlp],
+        offload: vec![false; 2],
     };
     let want = match policy {
         ModelPolicy::None => Choice::whole(2),

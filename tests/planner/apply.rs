@@ -57,6 +57,7 @@ fn replay_keeps_the_forward_decision() {
             choice: Choice {
                 checkpointed: true,
                 save: vec![true],
+                offload: vec![false],
             },
         }],
         predicted: Prediction {

@@ -84,6 +84,7 @@ fn hand_policies_are_predicted_exactly() {
     let save = |attention, mlp| Choice {
         checkpointed: true,
         save: vec![attention, mlp],
+        offload: vec![false; 2],
     };
     for (policy, choice) in [
         (ModelPolicy::None, Choice::whole(2)),

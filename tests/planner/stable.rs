@@ -57,6 +57,7 @@ fn profile(shape: &Shape, costs: Costs) -> Profile {
                 spread_ns: cost.spread_ns,
                 working_set: shape.working_set[i],
                 tail_ns: 0,
+                moved_bytes: 0,
             }
         })
         .collect();
@@ -81,6 +82,7 @@ fn profile(shape: &Shape, costs: Costs) -> Profile {
             choices,
         }],
         runs: 0,
+        copy: None,
     }
 }
 
@@ -236,6 +238,7 @@ fn save(attention: bool, mlp: bool) -> Choice {
     Choice {
         checkpointed: true,
         save: vec![attention, mlp],
+        offload: vec![false; 2],
     }
 }
 

@@ -57,6 +57,8 @@ struct FileCheckpoint {
 enum FilePolicy {
     Save,
     Recompute,
+    /// `Policy::OFFLOAD` (docs/semantics.md, rule O1).
+    Offload,
 }
 
 impl Plan {
@@ -70,7 +72,7 @@ impl Plan {
     ///     layers: vec![LayerPlan {
     ///         name: "layers.0".into(),
     ///         regions: vec!["attention".into(), "mlp".into()],
-    ///         choice: Choice { checkpointed: true, save: vec![true, false] },
+    ///         choice: Choice { checkpointed: true, save: vec![true, false], offload: vec![false; 2] },
     ///     }],
     ///     predicted: Prediction { kept_bytes: 1000, peak_bytes: 2000, replay_ns: 5, spread_ns: 1 },
     /// };
@@ -100,9 +102,11 @@ impl Plan {
                     let regions = l
                         .regions
                         .iter()
-                        .zip(&l.choice.save)
-                        .map(|(r, &s)| {
-                            let p = if s {
+                        .enumerate()
+                        .map(|(i, r)| {
+                            let p = if l.choice.offloads(i) {
+                                FilePolicy::Offload
+                            } else if l.choice.save[i] {
                                 FilePolicy::Save
                             } else {
                                 FilePolicy::Recompute
@@ -173,7 +177,11 @@ impl Plan {
             };
             let save = regions
                 .iter()
-                .map(|r| c.regions[r] == FilePolicy::Save)
+                .map(|r| c.regions[r] != FilePolicy::Recompute)
+                .collect();
+            let offload = regions
+                .iter()
+                .map(|r| c.regions[r] == FilePolicy::Offload)
                 .collect();
             layers.push(LayerPlan {
                 name: c.name,
@@ -181,6 +189,7 @@ impl Plan {
                 choice: Choice {
                     checkpointed: c.checkpoint,
                     save,
+                    offload,
                 },
             });
         }

@@ -76,7 +76,7 @@ impl LayerPlan {
     /// let l = LayerPlan {
     ///     name: "layers.0".into(),
     ///     regions: vec!["attention".into()],
-    ///     choice: Choice { checkpointed: true, save: vec![true] },
+    ///     choice: Choice { checkpointed: true, save: vec![true], offload: vec![false] },
     /// };
     /// assert_eq!(l.policy("attention"), Some(Policy::Save));
     /// ```
@@ -592,15 +592,16 @@ impl Plan {
             .enumerate()
             .map(|(i, l)| {
                 let kind = &profile.kinds[profile.layer_kind[i]];
-                let save: Vec<bool> = kind
-                    .regions
-                    .iter()
-                    .map(|r| l.policy(r) == Some(Policy::Save))
-                    .collect();
+                let policies: Vec<Option<Policy>> =
+                    kind.regions.iter().map(|r| l.policy(r)).collect();
                 let want = if l.choice.checkpointed {
                     Choice {
                         checkpointed: true,
-                        save,
+                        save: policies.iter().map(|p| p.is_some_and(Policy::keeps)).collect(),
+                        offload: policies
+                            .iter()
+                            .map(|p| matches!(p, Some(Policy::Offload(_))))
+                            .collect(),
                     }
                 } else {
                     Choice::whole(kind.regions.len())
@@ -855,14 +856,7 @@ impl fmt::Display for Plan {
                 .regions
                 .iter()
                 .enumerate()
-                .map(|(i, r)| {
-                    let p = if l.choice.save[i] {
-                        "save"
-                    } else {
-                        "recompute"
-                    };
-                    format!("{r}: {p}")
-                })
+                .map(|(i, r)| format!("{r}: {}", l.choice.policy(i).word()))
                 .collect();
             writeln!(f, "  {:<12} checkpoint  {}", l.name, regions.join(", "))?;
         }

@@ -78,6 +78,38 @@ pub struct ChoiceCost {
     /// out, so there it only says what early stop saved. 0 for a
     /// checkpoint without early stop and when whole.
     pub tail_ns: u64,
+    /// Bytes an offloading choice moves off the device (what the same
+    /// choice without offload keeps more); 0 for the others. Its
+    /// `replay_ns` includes copying them out and back at
+    /// [`Profile::copy`]'s measured rate.
+    pub moved_bytes: i64,
+}
+
+/// The measured cost of copying `bytes` off the model's device to the CPU
+/// and back: what an offloading choice pays per byte it moves.
+///
+/// ```
+/// use remat_runtime::planner::{CopyCost, Estimate};
+/// let c = CopyCost { bytes: 1 << 20, cost: Estimate { ns: 100_000, spread_ns: 10_000 } };
+/// assert_eq!(c.for_bytes(1 << 21).ns, 200_000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CopyCost {
+    /// The size copied.
+    pub bytes: i64,
+    /// Out and back, both directions together.
+    pub cost: Estimate,
+}
+
+impl CopyCost {
+    /// The cost of moving `bytes` out and back, at the measured rate.
+    pub fn for_bytes(&self, bytes: i64) -> Estimate {
+        let scale = |ns: u64| (ns as f64 * bytes.max(0) as f64 / self.bytes.max(1) as f64) as u64;
+        Estimate {
+            ns: scale(self.cost.ns),
+            spread_ns: scale(self.cost.spread_ns),
+        }
+    }
 }
 
 /// Checkpoints that are alike (same `Auto` region names, same input
@@ -137,6 +169,9 @@ pub struct Profile {
     pub kinds: Vec<LayerKind>,
     /// Forward runs the profile took.
     pub runs: usize,
+    /// With offload considered ([`profile_with_offload`]): the measured
+    /// copy cost that offloading choices pay. `None`: no choice offloads.
+    pub copy: Option<CopyCost>,
 }
 
 impl Profile {
@@ -303,13 +338,56 @@ pub fn profile(forward: impl FnMut() -> Tensor) -> Result<Profile> {
 /// let err = remat_runtime::planner::profile_with(|| tch::Tensor::ones([1], tch::kind::FLOAT_CPU), 1);
 /// assert!(err.unwrap_err().to_string().contains("nothing to plan"));
 /// ```
-pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> Result<Profile> {
+pub fn profile_with(forward: impl FnMut() -> Tensor, timing_runs: usize) -> Result<Profile> {
+    profile_inner(forward, timing_runs, false)
+}
+
+/// [`profile_with`], also considering `Policy::OFFLOAD` for every region a
+/// choice saves (3^R + 1 choices per kind instead of 2^R + 1), with each
+/// offloading choice's cost its saving twin's plus the bytes it moves
+/// copied out and back, at a rate measured here ([`Profile::copy`]:
+/// `timing_runs` copies of the largest amount a choice moves, between 1
+/// and 64 MiB, on the loss's device). A plan from a profile taken with
+/// [`profile_with`] never offloads.
+///
+/// ```
+/// use remat_runtime::{checkpoint, planner, region, Policy};
+/// let w = tch::Tensor::ones([8, 8], tch::kind::FLOAT_CPU).set_requires_grad(true);
+/// let forward = || {
+///     let w = w.shallow_clone();
+///     checkpoint("layers.0").auto().call(&w, |w| {
+///         let h = region("exp", Policy::Auto).call(&w, |w| (w * 2).exp());
+///         remat_runtime::recompute_needs_tensor(&h);
+///         h.sum(tch::Kind::Float)
+///     })
+/// };
+/// let profile = planner::profile_with_offload(forward, 1).unwrap();
+/// let kind = &profile.kinds[0];
+/// assert_eq!(kind.choices.len(), 1 + 3); // whole, recompute, save, offload
+/// let offload = kind.choices.iter().find(|c| c.moved_bytes > 0).unwrap();
+/// assert_eq!(offload.moved_bytes, 256); // exp's result, moved instead of kept
+/// assert!(profile.copy.is_some());
+/// ```
+pub fn profile_with_offload(
+    forward: impl FnMut() -> Tensor,
+    timing_runs: usize,
+) -> Result<Profile> {
+    profile_inner(forward, timing_runs, true)
+}
+
+fn profile_inner(
+    mut forward: impl FnMut() -> Tensor,
+    timing_runs: usize,
+    offload: bool,
+) -> Result<Profile> {
     let mut runs = 0;
+    let mut device = tch::Device::Cpu;
     let mut run = |table: Option<Arc<DecisionTable>>, sink: Option<Arc<ProfileSink>>| {
         runs += 1;
         let _plan = auto::push(table);
         let _sink = sink.map(record_into);
         let (loss, bytes) = measure_kept_bytes(&mut forward);
+        device = loss.device();
         drop(loss);
         bytes
     };
@@ -333,7 +411,7 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
         samples.push(calls);
     }
     let baseline_bytes = baseline_bytes.unwrap_or(0);
-    let (layers, mut kinds, layer_kind) = structure(&samples[0])?;
+    let (layers, mut kinds, layer_kind) = structure(&samples[0], offload)?;
     let tails: Vec<Vec<u64>> = kinds
         .iter_mut()
         .map(|kind| time_kind(kind, &layers, &samples))
@@ -350,6 +428,7 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
         layer_kind,
         kinds,
         runs: 0,
+        copy: None,
     };
     for k in 0..profile.kinds.len() {
         let rep = profile.kinds[k].members[0];
@@ -364,9 +443,20 @@ pub fn profile_with(mut forward: impl FnMut() -> Tensor, timing_runs: usize) -> 
             profile.kinds[k].choices[c].bytes = bytes - baseline_bytes;
         }
     }
+    if offload {
+        moved_bytes(&mut profile);
+        let most = profile
+            .kinds
+            .iter()
+            .flat_map(|k| k.choices.iter().map(|c| c.moved_bytes))
+            .max()
+            .unwrap_or(0);
+        profile.copy = Some(copy_cost(device, most, timing_runs.max(1))?);
+    }
     runs += calibrate(&mut profile, &mut forward, timing_runs.max(1))?;
+    let copy = profile.copy;
     for (kind, tails) in profile.kinds.iter_mut().zip(&tails) {
-        finish_kind(kind, tails);
+        finish_kind(kind, tails, copy);
     }
     profile.runs = runs;
     Ok(profile)
@@ -454,6 +544,7 @@ fn calibrate(
                 let want = Choice {
                     checkpointed: true,
                     save: (0..n).map(|r| Some(r) != recomputed).collect(),
+                    offload: vec![false; n],
                 };
                 kind.choices
                     .iter()
@@ -516,7 +607,7 @@ fn calibrate(
 type Structure = (Vec<String>, Vec<LayerKind>, Vec<usize>);
 
 /// The planned checkpoints of one forward, grouped into kinds.
-fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
+fn structure(calls: &[CheckpointCall], offload: bool) -> Result<Structure> {
     let mut layers: Vec<String> = Vec::new();
     let mut kinds: Vec<LayerKind> = Vec::new();
     let mut layer_kind = Vec::new();
@@ -557,7 +648,12 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
             Some(k) => k,
             None => {
                 let n = regions.len();
-                let choices = Choice::all(n, call.auto)
+                let all = if offload {
+                    Choice::all_with_offload(n, call.auto)
+                } else {
+                    Choice::all(n, call.auto)
+                };
+                let choices = all
                     .into_iter()
                     .map(|choice| ChoiceCost {
                         choice,
@@ -566,6 +662,7 @@ fn structure(calls: &[CheckpointCall]) -> Result<Structure> {
                         spread_ns: 0,
                         working_set: 0,
                         tail_ns: 0,
+                        moved_bytes: 0,
                     })
                     .collect();
                 kinds.push(LayerKind {
@@ -699,9 +796,50 @@ fn tail_ns(regions: &[String], call: &CheckpointCall, save: &[bool]) -> u64 {
         .as_nanos() as u64
 }
 
+/// Per offloading choice, the bytes it moves: what its saving twin keeps
+/// more than it does.
+fn moved_bytes(profile: &mut Profile) {
+    for kind in &mut profile.kinds {
+        let twins: Vec<i64> = kind
+            .choices
+            .iter()
+            .map(|c| {
+                let kept = c.choice.kept();
+                let twin = kind.choices.iter().find(|t| t.choice == kept);
+                twin.map_or(0, |t| (t.bytes - c.bytes).max(0))
+            })
+            .collect();
+        for (c, moved) in kind.choices.iter_mut().zip(twins) {
+            c.moved_bytes = moved;
+        }
+    }
+}
+
+/// Times copying `bytes` (clamped to 1-64 MiB) from `device` to the CPU
+/// and back, as an `Offload` region does: `rounds` samples after a warm-up.
+fn copy_cost(device: tch::Device, bytes: i64, rounds: usize) -> Result<CopyCost> {
+    let bytes = bytes.clamp(1 << 20, 64 << 20);
+    let source = Tensor::f_zeros([bytes / 4], (tch::Kind::Float, device))?;
+    let once = || -> Result<u64> {
+        let start = DeviceTimer::start();
+        let out = source.f_to_device_(tch::Device::Cpu, tch::Kind::Float, device.is_cuda(), true)?;
+        let back = out.f_to_device_(device, tch::Kind::Float, device.is_cuda(), true)?;
+        drop((out, back));
+        Ok(start.elapsed().as_nanos() as u64)
+    };
+    once()?;
+    let samples = (0..rounds.max(3))
+        .map(|_| once().map(|ns| ns as i64))
+        .collect::<Result<Vec<i64>>>()?;
+    Ok(CopyCost {
+        bytes,
+        cost: Estimate::from_samples(&samples),
+    })
+}
+
 /// Replay times, working sets and the per-region summaries of a measured
 /// kind; `tails` is what early stop skips of each choice's replay.
-fn finish_kind(kind: &mut LayerKind, tails: &[u64]) {
+fn finish_kind(kind: &mut LayerKind, tails: &[u64], copy: Option<CopyCost>) {
     let whole = kind
         .choices
         .iter()
@@ -710,9 +848,14 @@ fn finish_kind(kind: &mut LayerKind, tails: &[u64]) {
     let most = kind.choices.iter().map(|c| c.bytes).max().unwrap_or(0);
     for (c, &tail) in kind.choices.iter_mut().zip(tails) {
         if c.choice.checkpointed {
-            let cost = (0..kind.regions.len())
+            let mut cost = (0..kind.regions.len())
                 .filter(|&r| !c.choice.save[r])
                 .fold(kind.checkpoint_cost, |sum, r| sum + kind.region_cost[r]);
+            // docs/semantics.md, rule O1: an offloading choice replays as
+            // its saving twin and copies what it moves out and back.
+            if let (Some(copy), true) = (copy, c.moved_bytes > 0) {
+                cost = cost + copy.for_bytes(c.moved_bytes);
+            }
             // docs/semantics.md, rule C17: an early-stopped replay ends at
             // its last save. Measured steps already ran it so; a forward
             // time still holds the tail, which is taken off.
@@ -725,7 +868,9 @@ fn finish_kind(kind: &mut LayerKind, tails: &[u64]) {
     }
     for r in 0..kind.regions.len() {
         let alone = kind.choices.iter().find(|c| {
-            c.choice.checkpointed && (0..kind.regions.len()).all(|i| c.choice.save[i] == (i == r))
+            c.choice.checkpointed
+                && !c.choice.offloads(r)
+                && (0..kind.regions.len()).all(|i| c.choice.save[i] == (i == r))
         });
         kind.save_bytes[r] = alone.map_or(0, |c| c.bytes);
     }
@@ -788,7 +933,7 @@ mod tests {
             name: Some("layers.0".into()),
             ..call(true)
         };
-        let (layers, mut kinds, _) = structure(std::slice::from_ref(&call)).unwrap();
+        let (layers, mut kinds, _) = structure(std::slice::from_ref(&call), false).unwrap();
         let kind = &mut kinds[0];
         let tails = time_kind(kind, &layers, &[vec![call]]);
         let replay = |kind: &super::LayerKind, save: [bool; 2]| {
@@ -802,14 +947,66 @@ mod tests {
         // Always checkpointed: timed by its forward. Bare code 4 ms, each
         // region 3 ms.
         assert!(!kind.step_measured);
-        finish_kind(kind, &tails);
+        finish_kind(kind, &tails, None);
         assert_eq!(replay(kind, [false, false]), (4 + 3 + 3 - 3, 3));
         assert_eq!(replay(kind, [false, true]), (4 + 3 - 1, 1));
         assert_eq!(replay(kind, [true, true]), (4 - 1, 1));
         // The same costs as differences of measured steps.
         kind.step_measured = true;
-        finish_kind(kind, &tails);
+        finish_kind(kind, &tails, None);
         assert_eq!(replay(kind, [false, false]), (4 + 3 + 3, 3));
         assert_eq!(replay(kind, [false, true]), (4 + 3, 1));
+    }
+
+    #[test]
+    // docs/semantics.md, rule O1: an offloading choice costs its saving
+    // twin plus its moved bytes copied out and back, and keeps less.
+    fn an_offloading_choice_costs_its_twin_plus_the_copy() {
+        use super::{moved_bytes, CopyCost, Profile};
+        use crate::planner::estimate::Estimate;
+        let call = CheckpointCall {
+            name: Some("layers.0".into()),
+            ..call(true)
+        };
+        let (layers, mut kinds, layer_kind) =
+            structure(std::slice::from_ref(&call), true).unwrap();
+        assert_eq!(kinds[0].choices.len(), 1 + 9);
+        let tails = time_kind(&mut kinds[0], &layers, &[vec![call]]);
+        // Saving region r keeps 100 << r bytes; offloading it keeps none.
+        for c in &mut kinds[0].choices {
+            c.bytes = (0..2)
+                .filter(|&r| c.choice.save[r] && !c.choice.offloads(r))
+                .map(|r| 100 << r)
+                .sum();
+        }
+        let mut profile = Profile {
+            baseline_bytes: 0,
+            layers,
+            layer_kind,
+            kinds,
+            runs: 0,
+            copy: None,
+        };
+        moved_bytes(&mut profile);
+        let copy = CopyCost {
+            bytes: 100,
+            cost: Estimate::exact(1_000_000),
+        };
+        let kind = &mut profile.kinds[0];
+        finish_kind(kind, &tails, Some(copy));
+        let find = |save: [bool; 2], offload: [bool; 2]| {
+            kind.choices
+                .iter()
+                .find(|c| c.choice.checkpointed && c.choice.save == save && c.choice.offload == offload)
+                .unwrap()
+        };
+        let twin = find([true, true], [false, false]);
+        let both = find([true, true], [true, true]);
+        let mlp = find([true, true], [false, true]);
+        assert_eq!((both.moved_bytes, mlp.moved_bytes), (300, 200));
+        assert_eq!((both.bytes, mlp.bytes), (0, 100));
+        assert_eq!(both.replay_ns, twin.replay_ns + 3_000_000);
+        assert_eq!(mlp.replay_ns, twin.replay_ns + 2_000_000);
+        assert_eq!(twin.moved_bytes, 0);
     }
 }

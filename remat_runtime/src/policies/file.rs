@@ -32,7 +32,8 @@ struct TableFile {
 }
 
 /// `{"checkpoint": PATTERN, "enabled": BOOL}` or
-/// `{"region": PATTERN, "policy": "save" | "recompute"}`.
+/// `{"region": PATTERN, "policy": "save" | "recompute" | "offload"}`
+/// (`"offload:cuda:0"` for another target than the CPU).
 #[derive(Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct FileRule {

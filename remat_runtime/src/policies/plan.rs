@@ -8,7 +8,6 @@
 //! not run as regions), a checkpointed one only region rules (on is the
 //! default), so a plan's table leaves no pattern unmatched (Q4).
 
-use crate::checkpointing::policy::Policy;
 use crate::planner::Plan;
 use crate::policies::glob::escape;
 use crate::policies::table::{PolicyRule, PolicyTable};
@@ -26,7 +25,7 @@ impl Plan {
     ///         LayerPlan {
     ///             name: "layers.0".into(),
     ///             regions: vec!["attention".into(), "mlp".into()],
-    ///             choice: Choice { checkpointed: true, save: vec![true, false] },
+    ///             choice: Choice { checkpointed: true, save: vec![true, false], offload: vec![false; 2] },
     ///         },
     ///         LayerPlan {
     ///             name: "layers.1".into(),
@@ -54,11 +53,7 @@ impl Plan {
             for (i, r) in l.regions.iter().enumerate() {
                 rules.push(PolicyRule::Region {
                     pattern: format!("{}::{}", escape(&l.name), escape(r)),
-                    policy: if l.choice.save[i] {
-                        Policy::Save
-                    } else {
-                        Policy::Recompute
-                    },
+                    policy: l.choice.policy(i),
                 });
             }
         }
