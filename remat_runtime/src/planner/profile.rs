@@ -970,7 +970,7 @@ mod tests {
         };
         let (layers, mut kinds, layer_kind) =
             structure(std::slice::from_ref(&call), true).unwrap();
-        assert_eq!(kinds[0].choices.len(), 1 + 9);
+        assert_eq!(kinds[0].choices.len(), 9, "3^2: the checkpoint is not `auto()`");
         let tails = time_kind(&mut kinds[0], &layers, &[vec![call]]);
         // Saving region r keeps 100 << r bytes; offloading it keeps none.
         for c in &mut kinds[0].choices {

@@ -880,4 +880,42 @@ mod tests {
         let (_, report) = run(&strict);
         report.unwrap();
     }
+
+    #[test]
+    // docs/semantics.md, rules Q1 and O1: offload in rules, their text and
+    // their files, with a target device; a bad target is refused.
+    fn offload_rules_mix_with_the_others_and_round_trip() {
+        let t = PolicyTable::new()
+            .save("*::*")
+            .offload("layers.[0-3]::mlp*")
+            .rule(PolicyRule::Region {
+                pattern: "layers.0::mlp.up".into(),
+                policy: Policy::Offload(tch::Device::Cuda(1)),
+            })
+            .checkpoint("layers.3", false);
+        assert_eq!(t.decide_region("layers.2", "mlp.down"), Some(Policy::OFFLOAD));
+        assert_eq!(
+            t.decide_region("layers.0", "mlp.up"),
+            Some(Policy::Offload(tch::Device::Cuda(1)))
+        );
+        assert_eq!(t.decide_region("layers.4", "mlp"), Some(Policy::Save));
+        assert_eq!(t.decide_checkpoint("layers.3"), Some(false));
+        assert_eq!(t.rules()[2].to_string(), "layers.0::mlp.up: offload:cuda:1");
+        let json = t.to_json();
+        assert!(json.contains(r#""policy": "offload:cuda:1""#), "{json}");
+        assert_eq!(PolicyTable::from_json(&json).unwrap(), t);
+        for text in ["save", "recompute", "offload", "offload:cpu", "offload:cuda:3"] {
+            let p = parse_policy(text).unwrap();
+            assert_eq!(parse_policy(&policy_text(p)), Some(p), "{text}");
+        }
+        let err = PolicyTable::from_json(
+            r#"{"format": "remat-policy/1", "rules": [{"region": "mlp", "policy": "offload:gpu"}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("policy `offload:gpu`; expected `save`, `recompute`, `offload` or `offload:DEVICE`"),
+            "{err}"
+        );
+    }
 }
