@@ -20,7 +20,10 @@ fn run(s: &Setup, table: &PolicyTable, expected: &[tch::Tensor], what: &str) -> 
     let offloaded = saved_tensors_report(Some(&outside)).offloaded_bytes();
     drop(loss);
     s.model.zero_grad();
-    table.scope(|| s.loss(ModelPolicy::Auto)).unwrap().backward();
+    table
+        .scope(|| s.loss(ModelPolicy::Auto))
+        .unwrap()
+        .backward();
     for ((name, _), (g, e)) in s
         .model
         .named_parameters()
@@ -38,7 +41,10 @@ fn offloading_what_each_hand_policy_saves_keeps_its_gradients_and_moves_its_byte
     let s = Setup::new(SMALL);
     let full = s.measure(ModelPolicy::Full);
     for (hand, table) in [
-        (ModelPolicy::Full, PolicyTable::save_only(Vec::<String>::new())),
+        (
+            ModelPolicy::Full,
+            PolicyTable::save_only(Vec::<String>::new()),
+        ),
         (
             ModelPolicy::Selective,
             PolicyTable::save_and_offload_only(Vec::<String>::new(), ["attention"]),
@@ -83,7 +89,10 @@ fn the_planner_offloads_only_when_profiled_with_offload() {
     assert!(plain.copy.is_none());
     assert!(plain.kinds[0].choices.iter().all(|c| c.moved_bytes == 0));
     let plan = Plan::for_budget(&plain, full).unwrap();
-    assert!(plan.layers.iter().all(|l| !l.choice.offload.contains(&true)));
+    assert!(plan
+        .layers
+        .iter()
+        .all(|l| !l.choice.offload.contains(&true)));
 
     let profile = planner::profile_with_offload(|| s.loss(ModelPolicy::Auto), 1).unwrap();
     let copy = profile.copy.expect("a measured copy cost");
@@ -95,12 +104,19 @@ fn the_planner_offloads_only_when_profiled_with_offload() {
     let find = |offload: [bool; 2]| {
         kind.choices
             .iter()
-            .find(|c| c.choice.checkpointed && c.choice.save == [true, true] && c.choice.offload == offload)
+            .find(|c| {
+                c.choice.checkpointed
+                    && c.choice.save == [true, true]
+                    && c.choice.offload == offload
+            })
             .unwrap()
     };
     let (both, twin) = (find([true, true]), find([false, false]));
     assert_eq!(both.bytes, 0, "relative to the baseline: {profile}");
-    assert!(twin.bytes > 0 && both.moved_bytes == twin.bytes, "{profile}");
+    assert!(
+        twin.bytes > 0 && both.moved_bytes == twin.bytes,
+        "{profile}"
+    );
     // Every plan predicts its bytes, offloading ones included, and gives
     // the gradients of the un-checkpointed model: plans for budgets, and
     // the plans that offload one region or both in every layer.
@@ -110,7 +126,11 @@ fn the_planner_offloads_only_when_profiled_with_offload() {
     let index = |offload: [bool; 2]| {
         kind.choices
             .iter()
-            .position(|c| c.choice.checkpointed && c.choice.save == [true, true] && c.choice.offload == offload)
+            .position(|c| {
+                c.choice.checkpointed
+                    && c.choice.save == [true, true]
+                    && c.choice.offload == offload
+            })
             .unwrap()
     };
     let mut plans: Vec<Plan> = [0, 3, 6]

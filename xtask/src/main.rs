@@ -603,8 +603,9 @@ fn train_smoke(autocast: &str, out: &str) -> Result<()> {
 
 /// `test_train_crate`'s policy-table runs (docs/policies.md): the listing
 /// of the model's regions, then `selective` and a run under `--save
-/// attention` (the same table as a pattern), a few steps, losses bitwise
-/// equal.
+/// attention --offload layers.1::attention` (the same policy as a table,
+/// with one layer's attention moved to the CPU instead of kept), a few
+/// steps, losses bitwise equal.
 fn train_table_smoke() -> Result<()> {
     let out = repo_root().join("target").join("train_gpt_smoke_table");
     let out = out.to_str().ok_or("the repository path is not UTF-8")?;
@@ -625,6 +626,8 @@ fn train_table_smoke() -> Result<()> {
         "selective",
         "--save",
         "layers.*::attention",
+        "--offload",
+        "layers.1::attention",
         "--steps",
         "4",
         "--threads",
@@ -635,7 +638,7 @@ fn train_table_smoke() -> Result<()> {
     ];
     eprintln!(
         "xtask test: the training example under a policy table (--save), losses bitwise \
-         those of selective: cargo {}",
+         those of selective, one attention offloaded: cargo {}",
         args.join(" ")
     );
     run(train_cargo().args(args))

@@ -65,13 +65,18 @@ pub struct Options {
     /// these patterns (`layers.*::attention`, `mlp`) save.
     #[arg(long, num_args = 1.., value_name = "PATTERN", conflicts_with = "budget")]
     pub save: Vec<String>,
-    /// Like `--save`, for regions that recompute (after the `--save` rules,
-    /// so these win where both match).
+    /// Like `--save`, for regions that offload: run once, what they keep
+    /// is copied to the CPU and back in backward (after the `--save`
+    /// rules).
+    #[arg(long, num_args = 1.., value_name = "PATTERN", conflicts_with = "budget")]
+    pub offload: Vec<String>,
+    /// Like `--save`, for regions that recompute (after the `--save` and
+    /// `--offload` rules, so these win where they match too).
     #[arg(long, num_args = 1.., value_name = "PATTERN", conflicts_with = "budget")]
     pub recompute: Vec<String>,
     /// Adds a run named `auto` under the table in FILE (a table file, or a
-    /// plan file such as `plan.json`); `--save` and `--recompute` rules
-    /// come after its own.
+    /// plan file such as `plan.json`); `--save`, `--offload` and
+    /// `--recompute` rules come after its own.
     #[arg(long, value_name = "FILE", conflicts_with = "budget")]
     pub policy_file: Option<PathBuf>,
     /// Train the one given policy in this process and print machine-readable
@@ -174,7 +179,10 @@ impl Options {
 
     /// Whether the `auto` run trains under a policy table (not a plan).
     pub fn has_table(&self) -> bool {
-        !self.save.is_empty() || !self.recompute.is_empty() || self.policy_file.is_some()
+        !self.save.is_empty()
+            || !self.offload.is_empty()
+            || !self.recompute.is_empty()
+            || self.policy_file.is_some()
     }
 
     /// The budget of the planned run; an error naming the fix without one.
@@ -224,6 +232,9 @@ impl Options {
             }
             for p in &self.save {
                 args.push(format!("--save={p}"));
+            }
+            for p in &self.offload {
+                args.push(format!("--offload={p}"));
             }
             for p in &self.recompute {
                 args.push(format!("--recompute={p}"));
@@ -294,6 +305,8 @@ mod tests {
             "--save",
             "layers.*::attention",
             "mlp",
+            "--offload",
+            "layers.0::mlp",
             "--recompute",
             "layers.1::*",
         ])
@@ -305,6 +318,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(child.save, ["layers.*::attention", "mlp"]);
+        assert_eq!(child.offload, ["layers.0::mlp"]);
         assert_eq!(child.recompute, ["layers.1::*"]);
         let none = Options::try_parse_from(
             std::iter::once("train_gpt".to_string()).chain(opts.child_args(ModelPolicy::None)),

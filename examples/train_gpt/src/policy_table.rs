@@ -1,11 +1,13 @@
-//! The run under a policy table (`--save`, `--recompute`, `--policy-file`):
+//! The run under a policy table (`--save`, `--offload`, `--recompute`,
+//! `--policy-file`):
 //! the table the options give, checked against the model's regions, and
 //! `--list-regions`, the listing a table is written against
 //! (docs/policies.md).
 //!
 //! Invariant: the rules are, in order, the file's, then every `--save`,
-//! then every `--recompute`: the last match wins, so the command line
-//! overrides the file and `--recompute` overrides `--save`.
+//! every `--offload`, then every `--recompute`: the last match wins, so the
+//! command line overrides the file, `--offload` overrides `--save` and
+//! `--recompute` both.
 
 use crate::options::Options;
 use remat::planner::{regions, PolicyTable, RegionList};
@@ -22,6 +24,9 @@ pub fn from_options(opts: &Options) -> Result<Option<PolicyTable>, String> {
     };
     for p in &opts.save {
         table = table.save(p.clone());
+    }
+    for p in &opts.offload {
+        table = table.offload(p.clone());
     }
     for p in &opts.recompute {
         table = table.recompute(p.clone());

@@ -19,6 +19,8 @@ pub struct RunResult {
     pub saved_outside: i64,
     /// Each live checkpoint's share, in forward order.
     pub saved_layers: Vec<(String, i64)>,
+    /// Bytes `offload` regions moved off the device (not in `saved_total`).
+    pub offloaded: i64,
     /// The training loss of each step.
     pub step_loss: Vec<f64>,
     /// The wall time of each step (forward, backward, optimizer), ns.
@@ -59,8 +61,8 @@ impl RunResult {
 pub struct Emit<W: Write>(pub W);
 
 impl<W: Write> Emit<W> {
-    pub fn saved(&mut self, total: i64, outside: i64, layers: &[(String, i64)]) {
-        self.line(format_args!("saved {total} {outside}"));
+    pub fn saved(&mut self, total: i64, outside: i64, offloaded: i64, layers: &[(String, i64)]) {
+        self.line(format_args!("saved {total} {outside} {offloaded}"));
         for (name, bytes) in layers {
             self.line(format_args!("layer {name} {bytes}"));
         }
@@ -105,6 +107,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
         saved_total: 0,
         saved_outside: 0,
         saved_layers: Vec::new(),
+        offloaded: 0,
         step_loss: Vec::new(),
         step_ns: Vec::new(),
         evals: Vec::new(),
@@ -125,6 +128,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
             "saved" => {
                 r.saved_total = num("total")?.parse().map_err(|_| bad())?;
                 r.saved_outside = num("outside")?.parse().map_err(|_| bad())?;
+                r.offloaded = num("offloaded")?.parse().map_err(|_| bad())?;
             }
             "layer" => {
                 let name = num("name")?;

@@ -20,13 +20,14 @@ pub fn table(results: &[RunResult]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<10} {:>10} {:>10} {:>12} {:>8} {:>19} {:>14}",
+        "{:<10} {:>10} {:>10} {:>12} {:>8} {:>19} {:>11} {:>14}",
         "policy",
         "train loss",
         "val loss",
         "median step",
         "vs none",
         "saved for backward",
+        "offloaded",
         "peak resident"
     );
     for r in results {
@@ -46,10 +47,11 @@ pub fn table(results: &[RunResult]) -> String {
             .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             s,
-            "{:<10} {train:>10} {val:>10} {:>12} {ratio:>8} {:>19} {rss:>14}",
+            "{:<10} {train:>10} {val:>10} {:>12} {ratio:>8} {:>19} {:>11} {rss:>14}",
             policy_name(r.policy),
             human_ms(median),
             human_bytes(r.saved_total),
+            human_bytes(r.offloaded),
         );
     }
     s
@@ -134,7 +136,7 @@ mod tests {
     fn run(policy: ModelPolicy, losses: &[f64]) -> RunResult {
         let mut out = Vec::new();
         let mut emit = Emit(&mut out);
-        emit.saved(300, 100, &[("layers.0".into(), 200)]);
+        emit.saved(300, 100, 50, &[("layers.0".into(), 200)]);
         for &l in losses {
             emit.step(l, 1_000);
         }
@@ -150,6 +152,7 @@ mod tests {
             run(ModelPolicy::Full, &losses),
         ];
         assert_eq!(runs[1].saved_layers, [("layers.0".to_string(), 200)]);
+        assert_eq!(runs[1].offloaded, 50);
         assert!(losses_agree(&runs, 3).unwrap().contains("bitwise equal"));
         let table = table(&runs);
         assert!(

@@ -74,7 +74,7 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         (None, None) => loss(x, y),
     };
     let saved = saved_for_backward(|| forward(&x, &y));
-    emit.saved(saved.0, saved.1, &saved.2);
+    emit.saved(saved.0, saved.1, saved.3, &saved.2);
     if let Some(planned) = &plan {
         emit.plan(&planned.measure(|| forward(&x, &y)));
     }
@@ -122,9 +122,9 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
 /// Bytes saved for backward at the forward→backward point, from remat's
 /// own report: the total; what is not a checkpoint's own (autograd's saves
 /// outside checkpoints, i.e. embeddings, head and loss, plus the inputs
-/// checkpoints keep for replay), as the plot's first segment shows it; and
-/// every checkpoint's share.
-fn saved_for_backward(forward: impl FnOnce() -> Tensor) -> (i64, i64, Vec<(String, i64)>) {
+/// checkpoints keep for replay), as the plot's first segment shows it;
+/// every checkpoint's share; and what `offload` regions moved off.
+fn saved_for_backward(forward: impl FnOnce() -> Tensor) -> (i64, i64, Vec<(String, i64)>, i64) {
     let (loss, outside) = track_saved_tensors(forward);
     let report = saved_tensors_report(Some(&outside));
     let outside = report.outside_bytes().unwrap_or(0) + report.input_bytes();
@@ -134,9 +134,10 @@ fn saved_for_backward(forward: impl FnOnce() -> Tensor) -> (i64, i64, Vec<(Strin
         .map(|c| (c.checkpoint.clone(), c.bytes()))
         .collect();
     let total = outside + report.checkpoint_bytes();
+    let offloaded = report.offloaded_bytes();
     // The gradients this leaves are zeroed before the first step.
     loss.backward();
-    (total, outside, layers)
+    (total, outside, layers, offloaded)
 }
 
 /// Mean loss on fixed training and validation batches, without autograd

@@ -17,7 +17,8 @@ pub use cuda::{attach_oom_observer, record_allocation_sites};
 pub use format::{human_bytes, in_mib, mib};
 pub use median::median;
 pub use memory_report::{
-    memory_report, InputMemory, KeptStorage, MemoryReport, RegionMemory, StorageView,
+    memory_report, InputMemory, KeptStorage, MemoryReport, OffloadedStorage, RegionMemory,
+    StorageView,
 };
 pub use saved_report::{
     saved_tensors_report, saved_tensors_report_from, track_saved_tensors, CheckpointMemory,

@@ -597,7 +597,10 @@ impl Plan {
                 let want = if l.choice.checkpointed {
                     Choice {
                         checkpointed: true,
-                        save: policies.iter().map(|p| p.is_some_and(Policy::keeps)).collect(),
+                        save: policies
+                            .iter()
+                            .map(|p| p.is_some_and(Policy::keeps))
+                            .collect(),
                         offload: policies
                             .iter()
                             .map(|p| matches!(p, Some(Policy::Offload(_))))

@@ -822,7 +822,8 @@ fn copy_cost(device: tch::Device, bytes: i64, rounds: usize) -> Result<CopyCost>
     let source = Tensor::f_zeros([bytes / 4], (tch::Kind::Float, device))?;
     let once = || -> Result<u64> {
         let start = DeviceTimer::start();
-        let out = source.f_to_device_(tch::Device::Cpu, tch::Kind::Float, device.is_cuda(), true)?;
+        let out =
+            source.f_to_device_(tch::Device::Cpu, tch::Kind::Float, device.is_cuda(), true)?;
         let back = out.f_to_device_(device, tch::Kind::Float, device.is_cuda(), true)?;
         drop((out, back));
         Ok(start.elapsed().as_nanos() as u64)
@@ -968,9 +969,12 @@ mod tests {
             name: Some("layers.0".into()),
             ..call(true)
         };
-        let (layers, mut kinds, layer_kind) =
-            structure(std::slice::from_ref(&call), true).unwrap();
-        assert_eq!(kinds[0].choices.len(), 9, "3^2: the checkpoint is not `auto()`");
+        let (layers, mut kinds, layer_kind) = structure(std::slice::from_ref(&call), true).unwrap();
+        assert_eq!(
+            kinds[0].choices.len(),
+            9,
+            "3^2: the checkpoint is not `auto()`"
+        );
         let tails = time_kind(&mut kinds[0], &layers, &[vec![call]]);
         // Saving region r keeps 100 << r bytes; offloading it keeps none.
         for c in &mut kinds[0].choices {
@@ -997,7 +1001,9 @@ mod tests {
         let find = |save: [bool; 2], offload: [bool; 2]| {
             kind.choices
                 .iter()
-                .find(|c| c.choice.checkpointed && c.choice.save == save && c.choice.offload == offload)
+                .find(|c| {
+                    c.choice.checkpointed && c.choice.save == save && c.choice.offload == offload
+                })
                 .unwrap()
         };
         let twin = find([true, true], [false, false]);

@@ -893,7 +893,10 @@ mod tests {
                 policy: Policy::Offload(tch::Device::Cuda(1)),
             })
             .checkpoint("layers.3", false);
-        assert_eq!(t.decide_region("layers.2", "mlp.down"), Some(Policy::OFFLOAD));
+        assert_eq!(
+            t.decide_region("layers.2", "mlp.down"),
+            Some(Policy::OFFLOAD)
+        );
         assert_eq!(
             t.decide_region("layers.0", "mlp.up"),
             Some(Policy::Offload(tch::Device::Cuda(1)))
@@ -904,7 +907,13 @@ mod tests {
         let json = t.to_json();
         assert!(json.contains(r#""policy": "offload:cuda:1""#), "{json}");
         assert_eq!(PolicyTable::from_json(&json).unwrap(), t);
-        for text in ["save", "recompute", "offload", "offload:cpu", "offload:cuda:3"] {
+        for text in [
+            "save",
+            "recompute",
+            "offload",
+            "offload:cpu",
+            "offload:cuda:3",
+        ] {
             let p = parse_policy(text).unwrap();
             assert_eq!(parse_policy(&policy_text(p)), Some(p), "{text}");
         }
@@ -914,7 +923,9 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            err.contains("policy `offload:gpu`; expected `save`, `recompute`, `offload` or `offload:DEVICE`"),
+            err.contains(
+                "policy `offload:gpu`; expected `save`, `recompute`, `offload` or `offload:DEVICE`"
+            ),
             "{err}"
         );
     }
