@@ -63,6 +63,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/bridge.h");
     println!("cargo:rerun-if-changed=csrc/guard.h");
     println!("cargo:rerun-if-changed=csrc/cuda_diag.cpp");
+    println!("cargo:rerun-if-changed=csrc/cuda_offload.cpp");
     println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
@@ -90,7 +91,8 @@ fn main() {
                     .define("REMAT_CUDA", None)
                     .flag("-isystem")
                     .flag(dir.to_str().expect("CUDA include path is not UTF-8"))
-                    .file("csrc/cuda_diag.cpp");
+                    .file("csrc/cuda_diag.cpp")
+                    .file("csrc/cuda_offload.cpp");
                 // cuda_diag.cpp calls the CUDA caching allocator in libc10_cuda.
                 println!("cargo:rustc-link-search=native={}", lib.display());
                 println!("cargo:rustc-link-lib=dylib=c10_cuda");

@@ -646,6 +646,23 @@ remat_err remat_cuda_blocks(char** out) {
   *out = nullptr;
   return no_cuda();
 }
+remat_err remat_cuda_copy_out(const remat_tensor* /*src*/, remat_tensor** out,
+                              void** event) {
+  *out = nullptr;
+  *event = nullptr;
+  return no_cuda();
+}
+remat_err remat_cuda_copy_back(const remat_tensor* /*host*/, int /*device*/,
+                               void* /*after*/, remat_tensor** out,
+                               void** event) {
+  *out = nullptr;
+  *event = nullptr;
+  return no_cuda();
+}
+remat_err remat_cuda_use(const remat_tensor* /*t*/, void* /*event*/) {
+  return no_cuda();
+}
+void remat_cuda_event_free(void* /*event*/) {}
 #endif
 
 }  // extern "C"

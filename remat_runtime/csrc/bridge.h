@@ -214,6 +214,22 @@ remat_err remat_cuda_blocks(char** out);
 // The address of a storage's data (0 when it has none).
 uintptr_t remat_storage_data(const remat_tensor* t);
 
+// --- Offload copies on CUDA (the `cuda` feature; CPU builds: an error) -----
+
+// Copies the contiguous CUDA tensor `src` into a new pinned host tensor on
+// the device's side stream, after the current stream's work so far; *event
+// (free with remat_cuda_event_free) is signalled when the copy is done.
+remat_err remat_cuda_copy_out(const remat_tensor* src, remat_tensor** out,
+                              void** event);
+// Copies `host` to CUDA device `device` on its side stream once `after` is
+// signalled; *event is signalled when the copy is done.
+remat_err remat_cuda_copy_back(const remat_tensor* host, int device,
+                               void* after, remat_tensor** out, void** event);
+// Makes the current stream wait for `event` before using `t`, and marks
+// `t`'s memory as used on it.
+remat_err remat_cuda_use(const remat_tensor* t, void* event);
+void remat_cuda_event_free(void* event);
+
 #ifdef __cplusplus
 }
 #endif

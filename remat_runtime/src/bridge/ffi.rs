@@ -155,6 +155,20 @@ extern "C" {
     pub(super) fn remat_cuda_attach_oom_observer() -> RematErr;
     pub(super) fn remat_cuda_record_contexts(enabled: c_int) -> RematErr;
     pub(super) fn remat_cuda_blocks(out: *mut *mut c_char) -> RematErr;
+    pub(super) fn remat_cuda_copy_out(
+        src: *const C_tensor,
+        out: *mut *mut C_tensor,
+        event: *mut *mut c_void,
+    ) -> RematErr;
+    pub(super) fn remat_cuda_copy_back(
+        host: *const C_tensor,
+        device: c_int,
+        after: *mut c_void,
+        out: *mut *mut C_tensor,
+        event: *mut *mut c_void,
+    ) -> RematErr;
+    pub(super) fn remat_cuda_use(t: *const C_tensor, event: *mut c_void) -> RematErr;
+    pub(super) fn remat_cuda_event_free(event: *mut c_void);
     pub(super) fn remat_storage_data(t: *const C_tensor) -> usize;
     pub(super) fn remat_graph_nodes(
         roots: *const *const C_tensor,

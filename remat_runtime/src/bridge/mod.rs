@@ -10,6 +10,7 @@ mod autocast;
 mod autograd;
 mod callbacks;
 mod cuda;
+pub(crate) mod cuda_copy;
 mod ffi;
 mod heap;
 mod hook_stack;

@@ -40,7 +40,7 @@ pub(crate) struct SaveRecord {
     /// Where the region was called (the default annotation of reports).
     pub location: &'static Location<'static>,
     /// An `Offload` region's copies (docs/semantics.md, rule O1).
-    pub offload: Option<OffloadStore>,
+    pub offload: Option<Arc<OffloadStore>>,
     pub inner: Mutex<RecordInner>,
 }
 
