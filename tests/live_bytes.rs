@@ -9,7 +9,7 @@
 
 use remat::{
     diagnostics::heap_bytes_in_use, diagnostics::saved_tensors_report,
-    diagnostics::track_saved_tensors,
+    diagnostics::track_saved_tensors, planner::PolicyTable,
 };
 use remat_reference::model::{batch, Model, ModelPolicy, POLICIES, SMALL};
 
@@ -19,6 +19,8 @@ struct Measure {
     live: i64,
     /// What remat's report says is saved for backward.
     reported: i64,
+    /// What it says `offload` regions moved off.
+    moved: i64,
 }
 
 fn measure(model: &Model, policy: ModelPolicy) -> Measure {
@@ -32,11 +34,13 @@ fn measure(model: &Model, policy: ModelPolicy) -> Measure {
     let report = saved_tensors_report(Some(&outside));
     let reported =
         report.checkpoint_bytes() + report.input_bytes() + report.outside_bytes().unwrap();
+    let moved = report.offloaded_bytes();
     loss.backward();
     Measure {
         policy,
         live,
         reported,
+        moved,
     }
 }
 
@@ -65,6 +69,49 @@ fn main() {
             format!("{:?}", r.policy),
             r.live,
             r.reported
+        );
+    }
+    // docs/semantics.md, rule O1, measured by the heap: offloading (to the
+    // CPU, here the same memory) what a hand policy saves holds the same
+    // bytes, so the originals were freed and only the copies live; remat
+    // bills the copies as offloaded, apart from what it keeps.
+    for (hand, table) in [
+        (
+            ModelPolicy::Selective,
+            PolicyTable::save_and_offload_only(Vec::<String>::new(), ["attention"]),
+        ),
+        (
+            ModelPolicy::SaveMlp,
+            PolicyTable::new().offload("*::*").recompute("attention"),
+        ),
+    ] {
+        let active = table.strict(true).activate().unwrap();
+        let offloaded = measure(&model, ModelPolicy::Auto);
+        drop(active);
+        let kept = rows.iter().find(|r| r.policy == hand).unwrap();
+        let full = rows.iter().find(|r| r.policy == ModelPolicy::Full).unwrap();
+        println!(
+            "{:<10} {:>12} {:>12}  (offloaded: {} by remat's report)",
+            format!("{hand:?}/off"),
+            offloaded.live,
+            offloaded.reported,
+            offloaded.moved
+        );
+        assert!(
+            (offloaded.live - kept.live).abs() <= 128 * 1024,
+            "{hand:?} offloaded: the heap holds {} bytes, {} when saved: the originals \
+             were not freed",
+            offloaded.live,
+            kept.live
+        );
+        assert_eq!(
+            offloaded.reported, full.reported,
+            "{hand:?}: kept on the device"
+        );
+        assert_eq!(
+            offloaded.moved,
+            kept.reported - full.reported,
+            "{hand:?}: offloaded"
         );
     }
     let live = |p: ModelPolicy| rows.iter().find(|r| r.policy == p).unwrap().live;
