@@ -344,6 +344,12 @@ impl Expand {
             .strict
             .as_ref()
             .map(|s| quote!(.strict_recompute(#s)));
+        // docs/semantics.md, rule C18: early stop switched per checkpoint.
+        let early_stop = self
+            .args
+            .early_stop
+            .as_ref()
+            .map(|e| quote!(.early_stop(#e)));
         // `auto`: the active plan turns the checkpoint on or off, at run
         // time, inside the runtime (no branch here).
         let auto = self
@@ -353,7 +359,7 @@ impl Expand {
             .map(|auto| quote_spanned!(auto.span()=> .auto()));
         let call = quote! {
             #captures
-            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict #auto
+            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict #early_stop #auto
                 .call((#(#inputs,)*), move |(#(#closure_params,)*)| #ret {
                     #rebinds
                     #(#stmts)*
@@ -385,7 +391,7 @@ impl Expand {
     }
 
     /// Whether the attribute's expressions (`name`, `enabled`, `strict`,
-    /// the state hooks) name `ident`.
+    /// `early_stop`, the state hooks) name `ident`.
     fn args_mention(&self, ident: &syn::Ident) -> bool {
         fn mentions(tokens: TokenStream, ident: &syn::Ident) -> bool {
             tokens.into_iter().any(|tree| match tree {
@@ -402,6 +408,7 @@ impl Expand {
         name.into_iter()
             .chain(&args.enabled)
             .chain(&args.strict)
+            .chain(&args.early_stop)
             .chain(&args.state_hooks)
             .any(|expr| mentions(expr.to_token_stream(), ident))
     }

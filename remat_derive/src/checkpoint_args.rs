@@ -5,6 +5,7 @@
 //! #[checkpoint(name = "layers.0")]
 //! #[checkpoint(name = [expr], state_hooks = [expr, ...], determinism = Metadata)]
 //! #[checkpoint(enabled = self.checkpointing, strict = cfg!(test))]
+//! #[checkpoint(early_stop = false)]   // the replay runs the whole body
 //! #[checkpoint(auto)]      // on or off: the active plan decides
 //! ```
 
@@ -24,6 +25,8 @@ pub(crate) struct CheckpointArgs {
     pub enabled: Option<Expr>,
     /// `strict = EXPR` (a `bool`): `Checkpoint::strict_recompute`.
     pub strict: Option<Expr>,
+    /// `early_stop = EXPR` (a `bool`): `Checkpoint::early_stop`.
+    pub early_stop: Option<Expr>,
     /// `auto`: `Checkpoint::auto()`, the active plan decides whether the
     /// checkpoint is on.
     pub auto: Option<Ident>,
@@ -31,7 +34,7 @@ pub(crate) struct CheckpointArgs {
 
 const OPTIONS: &str = "expected `name = \"...\"`, `name = [expr]`, \
     `state_hooks = [expr, ...]`, `determinism = None|Metadata|Bitwise`, `enabled = EXPR`, \
-    `strict = EXPR` or `auto`";
+    `strict = EXPR`, `early_stop = EXPR` or `auto`";
 
 impl Parse for CheckpointArgs {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -82,6 +85,7 @@ impl Parse for CheckpointArgs {
                 }
                 "enabled" => args.enabled = Some(input.parse()?),
                 "strict" => args.strict = Some(input.parse()?),
+                "early_stop" => args.early_stop = Some(input.parse()?),
                 "determinism" => {
                     let value: Ident = input.parse().map_err(|e| {
                         syn::Error::new(e.span(), "expected `None`, `Metadata` or `Bitwise`")

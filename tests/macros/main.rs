@@ -7,6 +7,7 @@
 use remat_reference::testing as common;
 
 mod gradients;
+mod options;
 mod placeholder;
 mod shapes;
 mod trace;
