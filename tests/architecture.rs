@@ -16,6 +16,7 @@ const FOLDERS: &[(&str, Option<&str>)] = &[
     ("src", None),
     ("xtask/src", None),
     ("xtask/fresh", None),
+    ("xtask/gpu-kit", None),
 ];
 
 fn root() -> PathBuf {

@@ -62,7 +62,7 @@ pub fn gpu_kit(args: &[String]) -> Result<()> {
     let kit = repo_root().join("target").join("gpu-kit");
     build(&torch, &kit)?;
     if smoke {
-        smoke_run(&kit)?;
+        smoke_run(&kit, &torch)?;
     }
     Ok(())
 }
@@ -93,9 +93,13 @@ fn libtorch_dir(arg: &str) -> Result<PathBuf> {
 /// Release builds with the `cuda` feature against `torch`, in a target
 /// folder of that libtorch's own (torch-sys rebuilds for another one).
 fn build(torch: &Path, kit: &Path) -> Result<()> {
+    require_cuda_headers(torch)?;
+    let version = super::torch_version(torch).unwrap_or_else(|| "unknown".into());
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => repo_root().join("target").join("gpu-kit-build"),
+        None => repo_root()
+            .join("target")
+            .join(format!("gpu-kit-build-{version}")),
     };
     let env = |cmd: &mut Command| {
         cmd.env("LIBTORCH", torch)
@@ -166,7 +170,6 @@ fn build(torch: &Path, kit: &Path) -> Result<()> {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let version = super::torch_version(torch).unwrap_or_else(|| "unknown".into());
     fs::write(
         kit.join("BUILD"),
         format!("commit {commit}\nbuilt against torch {version}\n"),
@@ -184,6 +187,32 @@ fn build(torch: &Path, kit: &Path) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Without the CUDA headers remat_runtime's build leaves the CUDA
+/// diagnostics out (with a warning only), and half the GPU checks would
+/// fail on the GPU machine: refuse to build such a kit. The places are the
+/// build script's (`cuda_include`): `CUDA_HOME`, the usual toolkit folder,
+/// the wheel's `nvidia/*/include` beside `torch/`.
+fn require_cuda_headers(torch: &Path) -> Result<()> {
+    let mut dirs: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(|home| PathBuf::from(home).join("include"))
+        .collect();
+    dirs.push(PathBuf::from("/usr/local/cuda/include"));
+    if let Ok(entries) = fs::read_dir(torch.join("../nvidia")) {
+        dirs.extend(entries.flatten().map(|e| e.path().join("include")));
+    }
+    if dirs.iter().any(|d| d.join("crt/host_config.h").is_file()) {
+        return Ok(());
+    }
+    Err(format!(
+        "no CUDA headers for {}: the kit needs remat's CUDA diagnostics; install the wheel \
+         {} into that torch's venv (as `cargo xtask setup` does) or set CUDA_HOME",
+        torch.display(),
+        super::CUDA_CRT
+    ))
 }
 
 /// Runs a cargo build with `--message-format=json` and returns the
@@ -261,13 +290,27 @@ fn folder_bytes(dir: &Path) -> Result<u64> {
 }
 
 /// Runs the kit here on the CPU (`run.sh --smoke`) and fails unless its
-/// results file records no failure.
-fn smoke_run(kit: &Path) -> Result<()> {
+/// results file records no failure. run.sh finds libtorch as on a GPU
+/// machine, through `python3`: the venv that holds `torch` comes first on
+/// `PATH` (`torch` is `VENV/lib/pythonX.Y/site-packages/torch`); a torch
+/// folder outside a venv is named by `REMAT_TORCH_LIB` instead.
+fn smoke_run(kit: &Path, torch: &Path) -> Result<()> {
     let results = kit.join("results").join("results.md");
-    run(Command::new("timeout")
-        .args([SMOKE_SECONDS, "bash"])
+    let mut cmd = Command::new("timeout");
+    cmd.args([SMOKE_SECONDS, "bash"])
         .arg(kit.join("run.sh"))
-        .arg("--smoke"))?;
+        .arg("--smoke");
+    // Canonical first: Python finds its venv from its own path, read as
+    // written, and `..` after the `.libtorch` link would leave the venv.
+    let real = fs::canonicalize(torch).unwrap_or_else(|_| torch.to_path_buf());
+    let venv_bin = real.join("../../../../bin");
+    if venv_bin.join("python3").is_file() {
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("{}:{path}", venv_bin.display()));
+    } else {
+        cmd.env("REMAT_TORCH_LIB", torch.join("lib"));
+    }
+    run(&mut cmd)?;
     let text = fs::read_to_string(&results)
         .map_err(|e| format!("the smoke run wrote no {}: {e}", results.display()))?;
     let failed: Vec<&str> = text
