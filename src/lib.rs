@@ -93,7 +93,7 @@ pub use remat_runtime::{
     RecomputableClosure, RecomputeStateHook, Region, RegionInput, RegionOutput, Result,
     RngStateHook, SavedTensorInfo, SavedTensorKind, SavedTensorsHooks, Shared, TensorHooks,
 };
-pub use remat_runtime::{autograd, device, diagnostics, nn, planner, storage, Tensor};
+pub use remat_runtime::{autograd, diagnostics, nn, planner, storage, Tensor};
 pub use tch;
 
 #[doc(hidden)]

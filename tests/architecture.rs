@@ -35,7 +35,7 @@ fn files(dir: &Path, base: &Path, skip: Option<&str>, out: &mut Vec<String>) {
             if Some(rel.as_str()) != skip {
                 files(&path, base, skip, out);
             }
-        } else if ["rs", "cpp", "h"]
+        } else if ["rs", "cpp", "h", "sh"]
             .iter()
             .any(|e| path.extension().is_some_and(|x| x == *e))
         {

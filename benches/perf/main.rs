@@ -123,7 +123,7 @@ fn take_device(args: &mut Vec<String>) -> Result<(), String> {
         let text = args
             .get(i + 1)
             .ok_or("--device needs cpu, cuda or cuda:N")?;
-        device = remat::device::parse(text).map_err(|e| e.to_string())?;
+        device = remat::diagnostics::device::parse(text).map_err(|e| e.to_string())?;
         args.drain(i..i + 2);
     }
     DEVICE

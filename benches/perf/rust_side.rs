@@ -29,11 +29,11 @@ pub fn policy_by_name(name: &str) -> Option<ModelPolicy> {
 pub fn step(setup: &Setup, policy: ModelPolicy) -> (f64, f64) {
     setup.model.zero_grad();
     let device = setup.model.device();
-    remat::device::synchronize(device);
+    remat::diagnostics::device::synchronize(device);
     let start = Instant::now();
     let loss = setup.loss(policy);
     loss.backward();
-    remat::device::synchronize(device);
+    remat::diagnostics::device::synchronize(device);
     let secs = start.elapsed().as_secs_f64();
     (secs, f64::try_from(&loss).expect("a scalar loss"))
 }
@@ -67,7 +67,7 @@ pub fn chain(regions: bool, backward: bool) -> f64 {
     let names = chain_names();
     let device = crate::device();
     let x = Tensor::ones([1], (Kind::Float, device)).set_requires_grad(true);
-    remat::device::synchronize(device);
+    remat::diagnostics::device::synchronize(device);
     let start = Instant::now();
     let y = checkpoint("chain").call(&x, move |x| {
         let mut h = x;
@@ -88,7 +88,7 @@ pub fn chain(regions: bool, backward: bool) -> f64 {
     if backward {
         y.sum(Kind::Float).backward();
     }
-    remat::device::synchronize(device);
+    remat::diagnostics::device::synchronize(device);
     start.elapsed().as_secs_f64()
 }
 

@@ -40,7 +40,6 @@ pub mod autograd;
 mod bridge;
 mod capture;
 mod checkpointing;
-pub mod device;
 pub mod diagnostics;
 mod error;
 mod fast_hash;

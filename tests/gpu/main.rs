@@ -32,7 +32,7 @@ fn cuda() -> Option<Device> {
         if std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
             std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
         }
-        remat::device::set_deterministic_algorithms(true).expect("the switch exists");
+        remat::diagnostics::device::set_deterministic_algorithms(true).expect("the switch exists");
         Some(Device::Cuda(0))
     })
 }

@@ -3,7 +3,7 @@
 //! against the caching allocator's count, and each policy's peak.
 
 use crate::check;
-use remat::device::{cuda_memory, reset_cuda_peak};
+use remat::diagnostics::device::{cuda_memory, reset_cuda_peak};
 use remat::diagnostics::{attach_oom_observer, memory_report, record_allocation_sites};
 use remat::planner::{self, Plan};
 use remat::{checkpoint, region, Policy};
@@ -94,10 +94,10 @@ fn allocation_sites_annotate_the_memory_report() {
 /// Bytes the allocator holds after `forward` minus before it: what the
 /// graph keeps (and the loss), rounded up to the allocator's blocks.
 fn allocated_by(device: Device, forward: impl FnOnce() -> Tensor) -> (Tensor, i64) {
-    remat::device::synchronize(device);
+    remat::diagnostics::device::synchronize(device);
     let before = cuda_memory(device).unwrap().allocated;
     let loss = forward();
-    remat::device::synchronize(device);
+    remat::diagnostics::device::synchronize(device);
     (loss, cuda_memory(device).unwrap().allocated - before)
 }
 
@@ -137,11 +137,11 @@ fn peak_memory_per_policy_from_the_allocator() {
         let mut peaks = Vec::new();
         for policy in POLICIES {
             model.zero_grad();
-            remat::device::synchronize(device);
+            remat::diagnostics::device::synchronize(device);
             let base = cuda_memory(device).unwrap().allocated;
             reset_cuda_peak(device).unwrap();
             model.loss(&x, &y, policy).backward();
-            remat::device::synchronize(device);
+            remat::diagnostics::device::synchronize(device);
             peaks.push((policy, cuda_memory(device).unwrap().peak_allocated - base));
         }
         let of = |p| peaks.iter().find(|(q, _)| *q == p).unwrap().1;

@@ -3,7 +3,7 @@
 //! ops ran on when that was not the default stream.
 
 use crate::{assert_same_grads, check, grads};
-use remat::device::{current_stream, on_side_stream};
+use remat::diagnostics::device::{current_stream, on_side_stream};
 use remat::{checkpoint, is_recomputing};
 use remat_reference::model::{batch_on, block_body, Model, ModelPolicy, MEDIUM};
 use std::sync::{Arc, Mutex};
@@ -76,7 +76,7 @@ fn a_forward_on_a_side_stream_replays_on_that_stream() {
                 (want, got, id)
             })
             .unwrap();
-            remat::device::synchronize(device);
+            remat::diagnostics::device::synchronize(device);
             assert_ne!(id, 0, "a pool stream is not the default stream");
             assert_same_grads(&got, &want, "checkpoints on a side stream");
             let seen = seen.lock().unwrap();

@@ -256,9 +256,9 @@ fn budget_bytes(text: &str) -> Result<i64, String> {
     }
 }
 
-/// `--device`'s value, checked against the machine (`remat::device::parse`).
+/// `--device`'s value, checked against the machine (`remat::diagnostics::device::parse`).
 fn device_arg(text: &str) -> Result<Device, String> {
-    remat::device::parse(text).map_err(|e| e.to_string())
+    remat::diagnostics::device::parse(text).map_err(|e| e.to_string())
 }
 
 /// A device as `--device` names it.

@@ -54,7 +54,8 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         // Without it CUDA's embedding backward adds in a racy order, so the
         // policies' losses (each in its own process) would differ by ulps
         // and `--check` could not hold; run.sh fixes cuBLAS's workspace.
-        remat::device::set_deterministic_algorithms(true).map_err(|e| e.to_string())?;
+        remat::diagnostics::device::set_deterministic_algorithms(true)
+            .map_err(|e| e.to_string())?;
     }
     let model = Model::on(cfg, opts.seed as i64, device);
     let mut opt = nn::AdamW::default()
@@ -99,18 +100,18 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     bar.set_prefix(policy_name(policy));
     let every = (opts.steps / EVALS).max(1);
     if device.is_cuda() {
-        remat::device::reset_cuda_peak(device).map_err(|e| e.to_string())?;
+        remat::diagnostics::device::reset_cuda_peak(device).map_err(|e| e.to_string())?;
     }
     let started = Instant::now();
     for step in 1..=opts.steps {
         let (x, y) = batches.batch_on(&corpus.train, cfg, device);
-        remat::device::synchronize(device);
+        remat::diagnostics::device::synchronize(device);
         let t0 = Instant::now();
         let loss = forward(&x, &y);
         opt.zero_grad();
         loss.backward();
         opt.step();
-        remat::device::synchronize(device);
+        remat::diagnostics::device::synchronize(device);
         let ns = t0.elapsed().as_nanos() as u64;
         let loss = f64::try_from(&loss).map_err(|e| format!("loss: {e}"))?;
         emit.step(loss, ns);
@@ -133,7 +134,7 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     bar.finish();
     emit.peak_rss(peak_resident_bytes());
     if device.is_cuda() {
-        let memory = remat::device::cuda_memory(device).map_err(|e| e.to_string())?;
+        let memory = remat::diagnostics::device::cuda_memory(device).map_err(|e| e.to_string())?;
         emit.device_peak(memory.peak_allocated);
     }
     Ok(())

@@ -1,4 +1,4 @@
-//! `remat::device`: what device-generic code needs beyond tch: a device
+//! `remat::diagnostics::device`: what device-generic code needs beyond tch: a device
 //! named on a command line (`cpu`, `cuda`, `cuda:N`) checked against the
 //! machine, waiting for a device's queued work, the CUDA caching
 //! allocator's byte counters, the thread's CUDA stream, and libtorch's
@@ -16,7 +16,7 @@ use tch::Device;
 /// A CUDA device must be visible (E35).
 ///
 /// ```
-/// use remat_runtime::device::parse;
+/// use remat_runtime::diagnostics::device::parse;
 /// assert_eq!(parse("cpu").unwrap(), tch::Device::Cpu);
 /// assert!(parse("tpu").unwrap_err().to_string().contains("not a device"));
 /// if !tch::Cuda::is_available() {
@@ -59,7 +59,7 @@ pub fn parse(text: &str) -> Result<Device> {
 /// the CPU): what a wall-clock time of GPU work needs at both ends.
 ///
 /// ```
-/// remat_runtime::device::synchronize(tch::Device::Cpu);
+/// remat_runtime::diagnostics::device::synchronize(tch::Device::Cpu);
 /// ```
 pub fn synchronize(device: Device) {
     if let Device::Cuda(i) = device {
@@ -98,7 +98,7 @@ fn cuda_index(what: &str, device: Device) -> Result<i32> {
 /// The allocator's counters of `device` (E29 off CUDA).
 ///
 /// ```
-/// use remat_runtime::device::cuda_memory;
+/// use remat_runtime::diagnostics::device::cuda_memory;
 /// if !tch::Cuda::is_available() {
 ///     assert!(cuda_memory(tch::Device::Cuda(0)).unwrap_err().to_string().contains("needs CUDA"));
 /// }
@@ -118,7 +118,7 @@ pub fn cuda_memory(device: Device) -> Result<CudaMemory> {
 /// that the next peak is the peak of what follows (E29 off CUDA).
 ///
 /// ```
-/// use remat_runtime::device::reset_cuda_peak;
+/// use remat_runtime::diagnostics::device::reset_cuda_peak;
 /// assert!(reset_cuda_peak(tch::Device::Cpu).is_err());
 /// ```
 pub fn reset_cuda_peak(device: Device) -> Result<()> {
@@ -129,7 +129,7 @@ pub fn reset_cuda_peak(device: Device) -> Result<()> {
 /// stream; E29 off CUDA).
 ///
 /// ```
-/// assert!(remat_runtime::device::current_stream(tch::Device::Cpu).is_err());
+/// assert!(remat_runtime::diagnostics::device::current_stream(tch::Device::Cpu).is_err());
 /// ```
 pub fn current_stream(device: Device) -> Result<i64> {
     bridge::cuda_current_stream(cuda_index("current_stream", device)?)
@@ -140,7 +140,7 @@ pub fn current_stream(device: Device) -> Result<i64> {
 /// current again, also when `f` panics (E29 off CUDA).
 ///
 /// ```
-/// use remat_runtime::device::on_side_stream;
+/// use remat_runtime::diagnostics::device::on_side_stream;
 /// assert!(on_side_stream(tch::Device::Cpu, |_| ()).is_err());
 /// ```
 pub fn on_side_stream<R>(device: Device, f: impl FnOnce(i64) -> R) -> Result<R> {
@@ -164,8 +164,8 @@ pub fn on_side_stream<R>(device: Device, f: impl FnOnce(i64) -> R) -> Result<R> 
 /// needs `CUBLAS_WORKSPACE_CONFIG=:4096:8` set before the process starts.
 ///
 /// ```
-/// remat_runtime::device::set_deterministic_algorithms(true).unwrap();
-/// remat_runtime::device::set_deterministic_algorithms(false).unwrap();
+/// remat_runtime::diagnostics::device::set_deterministic_algorithms(true).unwrap();
+/// remat_runtime::diagnostics::device::set_deterministic_algorithms(false).unwrap();
 /// ```
 pub fn set_deterministic_algorithms(enabled: bool) -> Result<()> {
     bridge::set_deterministic_algorithms(enabled)
