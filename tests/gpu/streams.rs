@@ -70,6 +70,9 @@ fn a_forward_on_a_side_stream_replays_on_that_stream() {
             let model = Model::on(MEDIUM, 0, device);
             let (x, y) = batch_on(MEDIUM, 1, device);
             let seen = Arc::default();
+            // The parameters and the batch were copied on the default
+            // stream: the side stream must not read them before that ends.
+            remat::diagnostics::device::synchronize(device);
             let (want, got, id) = on_side_stream(device, |id| {
                 let want = backward_of(&model, || model.loss(&x, &y, ModelPolicy::None));
                 let got = backward_of(&model, || noting_loss(&model, &x, &y, &seen));
