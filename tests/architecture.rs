@@ -16,6 +16,7 @@ const FOLDERS: &[(&str, Option<&str>)] = &[
     ("src", None),
     ("xtask/src", None),
     ("xtask/fresh", None),
+    ("xtask/gpu-kit", None),
 ];
 
 fn root() -> PathBuf {
@@ -34,7 +35,7 @@ fn files(dir: &Path, base: &Path, skip: Option<&str>, out: &mut Vec<String>) {
             if Some(rel.as_str()) != skip {
                 files(&path, base, skip, out);
             }
-        } else if ["rs", "cpp", "h"]
+        } else if ["rs", "cpp", "h", "sh"]
             .iter()
             .any(|e| path.extension().is_some_and(|x| x == *e))
         {

@@ -17,7 +17,10 @@
 //!   is the config of the hand-policy comparison (medium by default)
 //!
 //! Every subcommand takes `--threads N` (default 1): libtorch's intra-op
-//! threads on both sides (the Python worker reads `REMAT_BENCH_THREADS`).
+//! threads on both sides (the Python worker reads `REMAT_BENCH_THREADS`),
+//! and `--device cpu|cuda|cuda:N` (default cpu): where the Rust side's
+//! model and chain run (the GPU kit runs `--device cuda chain`; the
+//! Python peers stay on the CPU, so `run` refuses another device).
 
 mod accuracy;
 mod pareto;
@@ -106,18 +109,43 @@ fn take_threads(args: &mut Vec<String>) -> Result<(), String> {
     THREADS.set(n).map_err(|_| "threads set twice".to_string())
 }
 
+static DEVICE: std::sync::OnceLock<tch::Device> = std::sync::OnceLock::new();
+
+/// Where the Rust side runs (`--device`, default the CPU).
+pub fn device() -> tch::Device {
+    *DEVICE.get_or_init(|| tch::Device::Cpu)
+}
+
+/// Takes `--device D` out of `args`, checked against the machine.
+fn take_device(args: &mut Vec<String>) -> Result<(), String> {
+    let mut device = tch::Device::Cpu;
+    if let Some(i) = args.iter().position(|a| a == "--device") {
+        let text = args
+            .get(i + 1)
+            .ok_or("--device needs cpu, cuda or cuda:N")?;
+        device = remat::diagnostics::device::parse(text).map_err(|e| e.to_string())?;
+        args.drain(i..i + 2);
+    }
+    DEVICE
+        .set(device)
+        .map_err(|_| "device set twice".to_string())
+}
+
 fn main() {
     // `cargo bench` appends `--bench`.
     let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    if let Err(e) = take_threads(&mut args) {
+    if let Err(e) = take_threads(&mut args).and_then(|_| take_device(&mut args)) {
         eprintln!("bench: error: {e}");
         std::process::exit(1);
     }
     tch::set_num_threads(threads());
     let result = match args.first().map(String::as_str) {
+        Some("run") if device() != tch::Device::Cpu => {
+            Err("run compares with the Python peers on the CPU: use --device only with chain, rss or planner".into())
+        }
         Some("run") => run(&args[1..]),
         Some("rss") => rss(&args[1..]),
         Some("chain") => chain_only(&args[1..]),
@@ -128,7 +156,7 @@ fn main() {
             println!("perf: run by `cargo xtask bench` (nothing to do without arguments)");
             Ok(())
         }
-        _ => Err("usage: perf [--threads N] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | planner [--quick] [--config small|medium] --out FILE".into()),
+        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | planner [--quick] [--config small|medium] --out FILE".into()),
     };
     if let Err(e) = result {
         eprintln!("bench: error: {e}");
@@ -276,7 +304,7 @@ fn run(args: &[String]) -> Result<(), String> {
 
     // 1. Step time, interleaved round by round.
     for (config, rounds) in plan.step_rounds {
-        let setup = Setup::new(config_by_name(config).expect("known"));
+        let setup = Setup::on(config_by_name(config).expect("known"), device());
         // Warm-up: one step of every variant (allocator, lazy init), untimed.
         for round in 0..=rounds {
             let mut variants: Vec<(&str, ModelPolicy)> = Vec::new();
@@ -309,7 +337,7 @@ fn run(args: &[String]) -> Result<(), String> {
 
     // 2. Bytes saved for backward (medium), then the memory children (deep).
     {
-        let setup = Setup::new(MEDIUM);
+        let setup = Setup::on(MEDIUM, device());
         for p in POLICIES {
             let name = rust_side::policy_name(p);
             results.bytes("remat", name, rust_side::saved_bytes(&setup, p));

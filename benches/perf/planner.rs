@@ -181,7 +181,7 @@ fn measure(setup: &Setup, variants: &mut [&mut Variant], rounds: usize, reps: us
 /// Every assignment of `cfg` measured; per distinct budget (the bytes of
 /// some assignment), the plan's choice and the fastest within it.
 pub fn small_check(config: &'static str, cfg: Config, rounds: usize) -> Result<SmallCheck, String> {
-    let setup = Setup::new(cfg);
+    let setup = Setup::on(cfg, crate::device());
     let profile = profile(&setup)?;
     let mut all: Vec<Variant> = assignments(&profile)
         .iter()
@@ -233,7 +233,7 @@ pub fn frontier(
     rounds: usize,
     budgets: usize,
 ) -> Result<Frontier, String> {
-    let setup = Setup::new(cfg);
+    let setup = Setup::on(cfg, crate::device());
     // Three profiles in this process; the plans come from the first.
     let profiles: Vec<planner::Profile> = (0..3)
         .map(|i| {

@@ -28,9 +28,12 @@ pub fn policy_by_name(name: &str) -> Option<ModelPolicy> {
 /// One forward and backward: seconds and the loss.
 pub fn step(setup: &Setup, policy: ModelPolicy) -> (f64, f64) {
     setup.model.zero_grad();
+    let device = setup.model.device();
+    remat::diagnostics::device::synchronize(device);
     let start = Instant::now();
     let loss = setup.loss(policy);
     loss.backward();
+    remat::diagnostics::device::synchronize(device);
     let secs = start.elapsed().as_secs_f64();
     (secs, f64::try_from(&loss).expect("a scalar loss"))
 }
@@ -62,7 +65,9 @@ fn chain_names() -> &'static [&'static str] {
 /// alternating `Save` and `Recompute` or as bare code; seconds.
 pub fn chain(regions: bool, backward: bool) -> f64 {
     let names = chain_names();
-    let x = Tensor::ones([1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    let device = crate::device();
+    let x = Tensor::ones([1], (Kind::Float, device)).set_requires_grad(true);
+    remat::diagnostics::device::synchronize(device);
     let start = Instant::now();
     let y = checkpoint("chain").call(&x, move |x| {
         let mut h = x;
@@ -83,6 +88,7 @@ pub fn chain(regions: bool, backward: bool) -> f64 {
     if backward {
         y.sum(Kind::Float).backward();
     }
+    remat::diagnostics::device::synchronize(device);
     start.elapsed().as_secs_f64()
 }
 
@@ -95,7 +101,7 @@ pub fn vm_status() -> (i64, i64) {
 /// The memory child: `steps` steps of `cfg` under `policy`; prints the peak
 /// resident size and how much the first forward grew the resident size.
 pub fn rss_child(cfg: Config, policy: ModelPolicy, steps: usize) {
-    let setup = Setup::new(cfg);
+    let setup = Setup::on(cfg, crate::device());
     let mut growth = 0;
     for step in 0..steps {
         setup.model.zero_grad();

@@ -120,7 +120,7 @@ impl Attention {
             split(qkv[1].shallow_clone()),
             split(qkv[2].shallow_clone()),
         );
-        let mask = Tensor::ones([t, t], tch::kind::FLOAT_CPU)
+        let mask = Tensor::ones([t, t], (tch::Kind::Float, x.device()))
             .tril(0)
             .view([1, 1, t, t]);
         let att = (q.matmul(&k.transpose(-2, -1)) * (1.0 / (hd as f64).sqrt()))
@@ -191,13 +191,13 @@ impl Block {
         &x + x.apply(&self.ln2).apply_t(&self.mlp, true)
     }
 
-    #[checkpoint(name = [format!("h.{}", self.index)], state_hooks = [RngStateHook::cpu()])]
+    #[checkpoint(name = [format!("h.{}", self.index)], state_hooks = [RngStateHook::all()])]
     fn whole(&self, x: &Tensor) -> Tensor {
         let x = x + self.attn.forward(&x.apply(&self.ln1), true);
         &x + x.apply(&self.ln2).apply_t(&self.mlp, true)
     }
 
-    #[checkpoint(name = [format!("h.{}", self.index)], state_hooks = [RngStateHook::cpu()])]
+    #[checkpoint(name = [format!("h.{}", self.index)], state_hooks = [RngStateHook::all()])]
     fn save_attention(&self, x: &Tensor) -> Tensor {
         let h = self.ln1.forward(x);
         remat! {
@@ -290,7 +290,7 @@ impl Gpt {
     /// ```
     pub fn forward(&self, ids: &Tensor, mode: Mode) -> Tensor {
         let t = ids.size()[1];
-        let pos = Tensor::arange(t, tch::kind::INT64_CPU);
+        let pos = Tensor::arange(t, (tch::Kind::Int64, ids.device()));
         let mut x = (ids.apply(&self.wte) + pos.apply(&self.wpe)).dropout(self.dropout, true);
         for block in &self.blocks {
             x = block.forward(&x, mode);
@@ -326,7 +326,9 @@ pub fn small() -> Config {
 /// assert_eq!(loss(&model, small(), Mode::Plain).size(), Vec::<i64>::new());
 /// ```
 pub fn loss(model: &Gpt, cfg: Config, mode: Mode) -> Tensor {
-    let ids = (Tensor::arange(2 * cfg.context + 1, tch::kind::INT64_CPU) * 5).remainder(cfg.vocab);
+    let device = model.head.ws.device();
+    let ids =
+        (Tensor::arange(2 * cfg.context + 1, (tch::Kind::Int64, device)) * 5).remainder(cfg.vocab);
     let x = ids.narrow(0, 0, 2 * cfg.context).view([2, cfg.context]);
     let y = ids.narrow(0, 1, 2 * cfg.context).view([2, cfg.context]);
     let logits = model.forward(&x, mode);

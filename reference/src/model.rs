@@ -15,8 +15,8 @@
 //! ```
 
 pub use crate::runtime_api::{
-    attention, attention_op, batch, block_body, block_forward, ln, mlp, mlp_op, Block, Config,
-    Model, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL, VOCAB,
+    attention, attention_op, batch, batch_on, block_body, block_forward, ln, mlp, mlp_op, Block,
+    Config, Model, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL, VOCAB,
 };
 use tch::Tensor;
 
@@ -62,8 +62,19 @@ impl Setup {
     /// assert_eq!(Setup::new(SMALL).model.blocks.len(), SMALL.l as usize);
     /// ```
     pub fn new(cfg: Config) -> Setup {
-        let model = Model::new(cfg, 0);
-        let (tokens, targets) = batch(cfg, 1);
+        Setup::on(cfg, tch::Device::Cpu)
+    }
+
+    /// [`Setup::new`] with the model and the batch on `device`.
+    ///
+    /// ```
+    /// use remat_reference::model::{Setup, SMALL};
+    /// let device = tch::Device::cuda_if_available();
+    /// assert_eq!(Setup::on(SMALL, device).tokens.device(), device);
+    /// ```
+    pub fn on(cfg: Config, device: tch::Device) -> Setup {
+        let model = Model::on(cfg, 0, device);
+        let (tokens, targets) = batch_on(cfg, 1, device);
         Setup {
             model,
             tokens,

@@ -225,15 +225,41 @@ impl Model {
     /// assert!(a.tok_emb.equal(&b.tok_emb));
     /// ```
     pub fn new(cfg: Config, seed: i64) -> Model {
+        Model::on(cfg, seed, Device::Cpu)
+    }
+
+    /// The model of [`Model::new`] with its parameters on `device`: drawn
+    /// on the CPU from the same seed, then copied, so that every device
+    /// starts from the same numbers.
+    ///
+    /// ```
+    /// use remat_reference::model::{Model, SMALL};
+    /// let device = tch::Device::cuda_if_available();
+    /// let model = Model::on(SMALL, 0, device);
+    /// assert_eq!(model.device(), device);
+    /// assert!(model.tok_emb.to(tch::Device::Cpu).equal(&Model::new(SMALL, 0).tok_emb));
+    /// ```
+    pub fn on(cfg: Config, seed: i64, device: Device) -> Model {
         tch::manual_seed(seed);
-        Model::build(cfg, Init::tensor)
+        Model::build(cfg, device, Init::tensor)
+    }
+
+    /// Where the parameters are.
+    ///
+    /// ```
+    /// use remat_reference::model::{Model, SMALL};
+    /// assert_eq!(Model::new(SMALL, 0).device(), tch::Device::Cpu);
+    /// ```
+    pub fn device(&self) -> Device {
+        self.vs.device()
     }
 
     /// The parameters, created by `make` in a new `VarStore` under their
     /// reference names (`layers.0.ln1.weight`, ...), so that `tch::nn`
     /// optimizers and checkpoint files see them.
-    fn build(cfg: Config, mut make: impl FnMut(Init, &[i64]) -> Tensor) -> Model {
-        let vs = nn::VarStore::new(Device::Cpu);
+    fn build(cfg: Config, device: Device, mut make: impl FnMut(Init, &[i64]) -> Tensor) -> Model {
+        // `var_copy` copies each CPU-drawn value into a variable on `device`.
+        let vs = nn::VarStore::new(device);
         let d = cfg.d;
         let mut var = |path: &nn::Path, name: &str, init: Init, shape: &[i64]| {
             path.var_copy(name, &make(init, shape))
@@ -375,7 +401,7 @@ impl Model {
         let tok = Tensor::embedding(&self.tok_emb, tokens, -1, false, false);
         let pos = Tensor::embedding(
             &self.pos_emb,
-            &Tensor::arange(t, (Kind::Int64, Device::Cpu)),
+            &Tensor::arange(t, (Kind::Int64, tokens.device())),
             -1,
             false,
             false,
@@ -438,7 +464,7 @@ pub fn attention_op(
     let qkv = qkv.unbind(0);
     let (q, k, v) = (&qkv[0], &qkv[1], &qkv[2]);
     let scores = q.matmul(&k.transpose(-2, -1)) * (1.0 / ((d / heads) as f64).sqrt());
-    let mask = Tensor::ones([t, t], (Kind::Bool, Device::Cpu)).triu(1);
+    let mask = Tensor::ones([t, t], (Kind::Bool, h.device())).triu(1);
     let scores = scores.masked_fill(&mask, f64::NEG_INFINITY);
     let probs = scores.softmax(-1, Kind::Float);
     let ctx = probs.matmul(v).transpose(1, 2).reshape([b, t, d]);
@@ -546,7 +572,9 @@ impl Model {
     /// assert_ne!(copy.head_w.data_ptr(), model.head_w.data_ptr());
     /// ```
     pub fn deep_copy(&self) -> Model {
-        let mut copy = Model::build(self.cfg, |_, shape| Init::Zeros.tensor(shape));
+        let mut copy = Model::build(self.cfg, self.device(), |_, shape| {
+            Init::Zeros.tensor(shape)
+        });
         copy.vs
             .copy(&self.vs)
             .expect("the same variables under the same names");
@@ -608,6 +636,18 @@ pub fn block_forward(p: &Block, x: &Tensor, policy: ModelPolicy) -> Tensor {
         ckpt
     };
     ckpt.call(x, move |x| block_body(&p2, &x, policy))
+}
+
+/// [`batch`] on `device`: the same bytes wherever the model runs.
+///
+/// ```
+/// use remat_reference::model::{batch, batch_on, SMALL};
+/// let (tokens, _) = batch_on(SMALL, 1, tch::Device::cuda_if_available());
+/// assert!(tokens.to(tch::Device::Cpu).equal(&batch(SMALL, 1).0));
+/// ```
+pub fn batch_on(cfg: Config, seed: i64, device: Device) -> (Tensor, Tensor) {
+    let (tokens, targets) = batch(cfg, seed);
+    (tokens.to(device), targets.to(device))
 }
 
 /// Deterministic tokens and next-byte targets, from a generator of their

@@ -663,6 +663,25 @@ remat_err remat_cuda_use(const remat_tensor* /*t*/, void* /*event*/) {
   return no_cuda();
 }
 void remat_cuda_event_free(void* /*event*/) {}
+remat_err remat_cuda_memory_stats(int /*device*/, int64_t* /*out*/) {
+  return no_cuda();
+}
+remat_err remat_cuda_reset_peak(int /*device*/) { return no_cuda(); }
+remat_err remat_cuda_use_stream(int /*device*/, int /*side*/, int64_t* id) {
+  *id = 0;
+  return no_cuda();
+}
+remat_err remat_cuda_current_stream(int /*device*/, int64_t* id) {
+  *id = 0;
+  return no_cuda();
+}
 #endif
+
+remat_err remat_set_deterministic_algorithms(int enabled) {
+  return guard([&] {
+    at::globalContext().setDeterministicAlgorithms(enabled != 0,
+                                                   /*warn_only=*/false);
+  });
+}
 
 }  // extern "C"

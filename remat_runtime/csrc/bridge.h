@@ -213,6 +213,21 @@ remat_err remat_cuda_record_contexts(int enabled);
 remat_err remat_cuda_blocks(char** out);
 // The address of a storage's data (0 when it has none).
 uintptr_t remat_storage_data(const remat_tensor* t);
+// The caching allocator's byte counters of `device`: out[0..4] = allocated
+// now, allocated peak, reserved now, reserved peak.
+remat_err remat_cuda_memory_stats(int device, int64_t* out);
+// Starts the peak counters of `device` again from the current values.
+remat_err remat_cuda_reset_peak(int device);
+// Makes a stream from libtorch's pool (side != 0) or the default stream the
+// thread's current stream on `device`; *id is its stream id.
+remat_err remat_cuda_use_stream(int device, int side, int64_t* id);
+// The id of the thread's current stream on `device`.
+remat_err remat_cuda_current_stream(int device, int64_t* id);
+
+// --- Global switches (every build) ------------------------------------------
+
+// at::globalContext().setDeterministicAlgorithms(enabled, warn_only = false).
+remat_err remat_set_deterministic_algorithms(int enabled);
 
 // --- Offload copies on CUDA (the `cuda` feature; CPU builds: an error) -----
 

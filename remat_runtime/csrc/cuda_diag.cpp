@@ -1,5 +1,6 @@
 // CUDA diagnostics: the caching allocator's out-of-memory observer and
-// per-allocation contexts (what annotates report rows). Compiled only with
+// per-allocation contexts (what annotates report rows), its byte counters,
+// and the current stream (what the GPU checks measure and switch). Compiled only with
 // the `cuda` feature (REMAT_CUDA): it needs the CUDA headers and
 // libc10_cuda. CPU builds get the stubs at the end of bridge.cpp instead.
 // See bridge.h for the conventions.
@@ -9,6 +10,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -104,6 +106,40 @@ remat_err remat_cuda_blocks(char** out) {
       }
     }
     *out = dup_string(lines.str().c_str());
+  });
+}
+
+remat_err remat_cuda_memory_stats(int device, int64_t* out) {
+  return guard([&] {
+    auto stats = alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    // Index 0 of each array is the aggregate over the small and large pools
+    // (StatType::AGGREGATE, whose namespace moved between releases).
+    out[0] = stats.allocated_bytes[0].current;
+    out[1] = stats.allocated_bytes[0].peak;
+    out[2] = stats.reserved_bytes[0].current;
+    out[3] = stats.reserved_bytes[0].peak;
+  });
+}
+
+remat_err remat_cuda_reset_peak(int device) {
+  return guard(
+      [&] { alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device)); });
+}
+
+remat_err remat_cuda_use_stream(int device, int side, int64_t* id) {
+  return guard([&] {
+    auto index = static_cast<c10::DeviceIndex>(device);
+    auto stream = side != 0 ? c10::cuda::getStreamFromPool(false, index)
+                            : c10::cuda::getDefaultCUDAStream(index);
+    c10::cuda::setCurrentCUDAStream(stream);
+    *id = stream.id();
+  });
+}
+
+remat_err remat_cuda_current_stream(int device, int64_t* id) {
+  return guard([&] {
+    *id = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device))
+              .id();
   });
 }
 

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | env | test | package | demo | bench | soak | leaks`.
+//! Project tasks: `cargo xtask setup | env | test | package | demo | bench | soak | leaks | gpu-kit`.
 //!
 //! `setup` installs libtorch (the PyPI wheel `torch==2.13.0`) into a per-user
 //! cache shared by every clone and links it as `.libtorch` in the repository,
@@ -17,6 +17,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod gpu_kit;
 mod package;
 
 /// The libtorch version that tch 0.26 is written against.
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
         "leaks" => setup().and_then(|_| leaks()),
         "soak" => setup().and_then(|_| soak()),
         "bench" => setup().and_then(|torch| bench(&torch, &args[1..])),
+        "gpu-kit" => gpu_kit::gpu_kit(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask <task>\n\n\
@@ -66,7 +68,10 @@ fn main() -> ExitCode {
                  benches/perf against the Python peers and write docs/performance.md \
                  (--quick: a short smoke run; --threads N: intra-op threads, default 1)\n  \
                  leaks  setup, then the leak check alone (part of `test`)\n  \
-                 soak   setup, then the long reliability runs (docs/reliability.md)"
+                 soak   setup, then the long reliability runs (docs/reliability.md)\n  \
+                 gpu-kit  build target/gpu-kit, which checks remat on a GPU machine \
+                 (docs/gpu.md); --smoke: run it here on the CPU; --libtorch VERSION|DIR: \
+                 the libtorch to build against"
             );
             return if task == "help" || task == "--help" {
                 ExitCode::SUCCESS

@@ -22,11 +22,12 @@ pub fn block_report(
     seed: u64,
     policy: ModelPolicy,
     autocast: AutocastArg,
+    device: tch::Device,
 ) -> Result<MemoryReport, String> {
-    let model = Model::new(cfg, seed as i64);
-    let (x, y) = Sampler::new(seed).batch(&Corpus::load().train, cfg);
+    let model = Model::on(cfg, seed as i64, device);
+    let (x, y) = Sampler::new(seed).batch_on(&Corpus::load().train, cfg, device);
     let slot: Arc<Mutex<Option<MemoryReport>>> = Arc::default();
-    let loss = autocast.scope(|| {
+    let loss = autocast.scope(device, || {
         model.loss_through(&x, &y, |h| {
             let block = model.blocks[0].shallow();
             let slot = slot.clone();

@@ -54,6 +54,12 @@ impl Sampler {
         z ^ (z >> 31)
     }
 
+    /// [`Sampler::batch`] moved to `device`.
+    pub fn batch_on(&mut self, bytes: &[u8], cfg: Config, device: tch::Device) -> (Tensor, Tensor) {
+        let (x, y) = self.batch(bytes, cfg);
+        (x.to(device), y.to(device))
+    }
+
     /// `cfg.b` windows of `cfg.t + 1` bytes: the first `t` are the tokens,
     /// the last `t` their next-byte targets (both `[b, t]`, int64).
     pub fn batch(&mut self, bytes: &[u8], cfg: Config) -> (Tensor, Tensor) {

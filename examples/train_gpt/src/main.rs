@@ -5,7 +5,11 @@
 //! two SVG plots. With `--budget`, an `auto` run plans for the budget and
 //! trains under the plan; its plan and predicted-against-measured bytes and
 //! time follow the table. With `--autocast bf16` every forward runs under
-//! CPU autocast (mixed precision) and the same checks hold.
+//! CPU autocast (mixed precision) and the same checks hold. `--device cuda`
+//! trains on a GPU (autocast is then CUDA's); the table then also holds
+//! each policy's peak allocated bytes from the CUDA caching allocator.
+//! The parent also writes `<out>/summary.tsv`, the table's numbers for
+//! scripts (the GPU kit reads it).
 //!
 //! Invariant: the parent process never trains; each policy's numbers,
 //! peak memory included, come from a fresh child process of its own.
@@ -72,7 +76,7 @@ fn parent(opts: &Options) -> Result<(), String> {
         opts.lr,
         opts.seed,
         opts.threads,
-        opts.autocast.precision(),
+        opts.autocast.precision(opts.device),
         corpus.train.len(),
         corpus.val.len()
     );
@@ -97,6 +101,9 @@ fn parent(opts: &Options) -> Result<(), String> {
     results.sort_by_key(|r| policies.iter().position(|&p| p == r.policy));
 
     let table = table::table(&results);
+    let summary = opts.out.join("summary.tsv");
+    std::fs::write(&summary, table::summary(&results))
+        .map_err(|e| format!("cannot write {}: {e}", summary.display()))?;
     let rss_note = format!(
         "peak resident: VmHWM of each policy's own process (MALLOC_MMAP_THRESHOLD_={}), \
          libtorch itself included",
@@ -134,7 +141,8 @@ fn parent(opts: &Options) -> Result<(), String> {
 
     for policy in [ModelPolicy::Selective, ModelPolicy::SaveMlp] {
         if policies.contains(&policy) {
-            let report = block_report::block_report(cfg, opts.seed, policy, opts.autocast)?;
+            let report =
+                block_report::block_report(cfg, opts.seed, policy, opts.autocast, opts.device)?;
             println!(
                 "\nwhat one block keeps under {}:\n{report}",
                 policy_name(policy)
@@ -147,7 +155,7 @@ fn parent(opts: &Options) -> Result<(), String> {
         opts.config_name(),
         opts.steps,
         opts.seed,
-        opts.autocast.precision()
+        opts.autocast.precision(opts.device)
     );
     let memory = opts.out.join("memory_time.svg");
     let losses = opts.out.join("loss.svg");
@@ -169,12 +177,12 @@ fn parent(opts: &Options) -> Result<(), String> {
 fn list_regions(opts: &Options) -> Result<(), String> {
     tch::set_num_threads(opts.threads);
     let cfg = opts.model_config();
-    let model = remat_reference::model::Model::new(cfg, opts.seed as i64);
+    let model = remat_reference::model::Model::on(cfg, opts.seed as i64, opts.device);
     let corpus = corpus::Corpus::load();
-    let (x, y) = corpus::Sampler::new(opts.seed).batch(&corpus.train, cfg);
+    let (x, y) = corpus::Sampler::new(opts.seed).batch_on(&corpus.train, cfg, opts.device);
     let list = policy_table::list(|| {
         opts.autocast
-            .scope(|| model.loss(&x, &y, ModelPolicy::Auto))
+            .scope(opts.device, || model.loss(&x, &y, ModelPolicy::Auto))
     })?;
     println!(
         "the {} config's checkpoints and regions (the `auto` blocks; `kept if saved`: bytes at \

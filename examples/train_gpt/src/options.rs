@@ -1,6 +1,6 @@
 //! The command line: which policies, which model size, how long, where to
-//! write the plots, the memory budget of the planned (`auto`) run, and the
-//! precision of the forward (`--autocast`).
+//! write the plots, the memory budget of the planned (`auto`) run, the
+//! precision of the forward (`--autocast`) and the device (`--device`).
 //!
 //! Invariant: a child process gets the same options as its parent, with one
 //! policy and `--child` (see `Options::child_args`).
@@ -79,6 +79,10 @@ pub struct Options {
     /// `--recompute` rules come after its own.
     #[arg(long, value_name = "FILE", conflicts_with = "budget")]
     pub policy_file: Option<PathBuf>,
+    /// Where the model trains: cpu, cuda (device 0) or cuda:N. A CUDA
+    /// device needs a build with the `cuda` feature and a visible GPU.
+    #[arg(long, value_parser = device_arg, default_value = "cpu", value_name = "DEVICE")]
+    pub device: Device,
     /// Train the one given policy in this process and print machine-readable
     /// results (used by the parent process).
     #[arg(long, hide = true)]
@@ -131,21 +135,27 @@ impl AutocastArg {
         }
     }
 
-    /// The run's precision in the title, the table file and the plots.
-    pub fn precision(self) -> &'static str {
+    /// The run's precision on `device` in the title, the table file and
+    /// the plots.
+    pub fn precision(self, device: Device) -> String {
+        let on = match device {
+            Device::Cpu => "CPU",
+            _ => "CUDA",
+        };
         match self {
-            AutocastArg::Off => "fp32",
-            AutocastArg::Bf16 => "CPU autocast bf16",
-            AutocastArg::Fp16 => "CPU autocast fp16",
+            AutocastArg::Off => "fp32".into(),
+            AutocastArg::Bf16 => format!("{on} autocast bf16"),
+            AutocastArg::Fp16 => format!("{on} autocast fp16"),
         }
     }
 
-    /// Runs `f` under this precision. Every forward of the program goes
-    /// through here, so the planner profiles, and the table counts, what
-    /// training's forward saves under the same autocast state.
-    pub fn scope<R>(self, f: impl FnOnce() -> R) -> R {
+    /// Runs `f` under this precision, autocast for `device`'s type. Every
+    /// forward of the program goes through here, so the planner profiles,
+    /// and the table counts, what training's forward saves under the same
+    /// autocast state.
+    pub fn scope<R>(self, device: Device, f: impl FnOnce() -> R) -> R {
         match self.kind() {
-            Some(kind) => remat::autocast(Device::Cpu, kind, f),
+            Some(kind) => remat::autocast(device, kind, f),
             None => f(),
         }
     }
@@ -220,6 +230,7 @@ impl Options {
             format!("--lr={}", self.lr),
             format!("--out={}", self.out.display()),
             format!("--autocast={}", self.autocast.name()),
+            format!("--device={}", device_name(self.device)),
         ];
         // Only the planned run plans: with a budget, another child would
         // also train `auto`.
@@ -253,6 +264,19 @@ fn budget_bytes(text: &str) -> Result<i64, String> {
         Ok(bytes) if bytes > 0 => Ok(bytes),
         Ok(_) => Err("a budget must be more than 0 bytes".into()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--device`'s value, checked against the machine (`remat::diagnostics::device::parse`).
+fn device_arg(text: &str) -> Result<Device, String> {
+    remat::diagnostics::device::parse(text).map_err(|e| e.to_string())
+}
+
+/// A device as `--device` names it.
+pub fn device_name(device: Device) -> String {
+    match device {
+        Device::Cuda(i) => format!("cuda:{i}"),
+        _ => "cpu".into(),
     }
 }
 
@@ -339,15 +363,43 @@ mod tests {
         assert_eq!(
             child
                 .autocast
-                .scope(|| remat::AutocastGuard::current(Device::Cpu)),
+                .scope(Device::Cpu, || remat::AutocastGuard::current(Device::Cpu)),
             Some(Kind::BFloat16)
         );
         assert_eq!(remat::AutocastGuard::current(Device::Cpu), None);
         assert_eq!(
-            AutocastArg::Off.scope(|| remat::AutocastGuard::current(Device::Cpu)),
+            AutocastArg::Off.scope(Device::Cpu, || remat::AutocastGuard::current(Device::Cpu)),
             None
         );
         assert!(parse(&["--autocast", "fp64"]).is_err());
+    }
+
+    #[test]
+    fn the_device_reaches_the_child_and_a_bad_or_absent_one_is_refused() {
+        let opts = parse(&[]).unwrap();
+        assert_eq!(opts.device, Device::Cpu);
+        let child = Options::try_parse_from(
+            std::iter::once("train_gpt".to_string()).chain(opts.child_args(ModelPolicy::None)),
+        )
+        .unwrap();
+        assert_eq!(child.device, Device::Cpu);
+        let err = parse(&["--device", "gpu"]).unwrap_err().to_string();
+        assert!(
+            err.contains("`gpu` is not a device; give cpu, cuda or cuda:N"),
+            "{err}"
+        );
+        if !tch::Cuda::is_available() {
+            let err = parse(&["--device", "cuda:0"]).unwrap_err().to_string();
+            assert!(err.contains("no CUDA device is visible"), "{err}");
+        }
+        assert_eq!(
+            AutocastArg::Bf16.precision(Device::Cpu),
+            "CPU autocast bf16"
+        );
+        assert_eq!(
+            AutocastArg::Fp16.precision(Device::Cuda(0)),
+            "CUDA autocast fp16"
+        );
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct RunResult {
     pub early_peak_rss: Option<u64>,
     /// The planned run's prediction and what it measured (`auto` only).
     pub plan: Option<PlanNumbers>,
+    /// On CUDA: the caching allocator's peak allocated bytes over the steps.
+    pub device_peak: Option<i64>,
 }
 
 /// What the planned run predicted from its profile and measured on the
@@ -89,6 +91,10 @@ impl<W: Write> Emit<W> {
         }
     }
 
+    pub fn device_peak(&mut self, bytes: i64) {
+        self.line(format_args!("device_peak {bytes}"));
+    }
+
     pub fn early_peak_rss(&mut self, bytes: Option<u64>) {
         if let Some(b) = bytes {
             self.line(format_args!("early_peak_rss {b}"));
@@ -114,6 +120,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
         peak_rss: None,
         early_peak_rss: None,
         plan: None,
+        device_peak: None,
     };
     for line in text.lines() {
         let bad = || format!("unexpected line from the training process: {line:?}");
@@ -152,6 +159,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
                 num("train")?.parse().map_err(|_| bad())?,
                 num("val")?.parse().map_err(|_| bad())?,
             )),
+            "device_peak" => r.device_peak = Some(num("bytes")?.parse().map_err(|_| bad())?),
             "peak_rss" => r.peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),
             "early_peak_rss" => r.early_peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),
             _ => return Err(bad()),

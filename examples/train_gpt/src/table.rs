@@ -30,6 +30,12 @@ pub fn table(results: &[RunResult]) -> String {
         "offloaded",
         "peak resident"
     );
+    // Only a CUDA run has allocator numbers: a CPU table stays as it was.
+    let device = results.iter().any(|r| r.device_peak.is_some());
+    if device {
+        s.pop();
+        let _ = writeln!(s, " {:>14}", "peak allocated");
+    }
     for r in results {
         let (train, val) = r
             .evals
@@ -52,6 +58,39 @@ pub fn table(results: &[RunResult]) -> String {
             human_ms(median),
             human_bytes(r.saved_total),
             human_bytes(r.offloaded),
+        );
+        if device {
+            s.pop();
+            let peak = r.device_peak.map(human_bytes).unwrap_or_else(|| "-".into());
+            let _ = writeln!(s, " {peak:>14}");
+        }
+    }
+    s
+}
+
+/// The table's numbers for scripts (the GPU kit's results file), one
+/// tab-separated line per policy after a header: the median step and the
+/// bytes in bytes and nanoseconds, `-` where a run has no such number.
+pub fn summary(results: &[RunResult]) -> String {
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let mut s = String::from(
+        "policy\tmedian_step_ns\tsaved_for_backward\tpeak_rss\tdevice_peak\t\
+         predicted_kept\tmeasured_kept\tpredicted_peak\tlast_loss\n",
+    );
+    for r in results {
+        let plan = r.plan.as_ref();
+        let _ = writeln!(
+            s,
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            policy_name(r.policy),
+            r.median_step_ns(),
+            r.saved_total,
+            dash(r.peak_rss.map(|b| b.to_string())),
+            dash(r.device_peak.map(|b| b.to_string())),
+            dash(plan.map(|p| p.predicted_kept.to_string())),
+            dash(plan.map(|p| p.measured_kept.to_string())),
+            dash(plan.map(|p| p.predicted_peak.to_string())),
+            dash(r.step_loss.last().map(|l| l.to_string())),
         );
     }
     s
@@ -159,6 +198,25 @@ mod tests {
             table.contains("full           2.5000     2.7500"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn a_cuda_run_adds_the_allocator_peak_to_the_table_and_the_summary() {
+        let losses = [5.5, 1.0 / 3.0];
+        let mut cuda = run(ModelPolicy::Full, &losses);
+        let cpu = table(std::slice::from_ref(&cuda));
+        assert!(!cpu.contains("peak allocated"), "{cpu}");
+        cuda.device_peak = Some(3 << 20);
+        let with = table(std::slice::from_ref(&cuda));
+        assert!(
+            with.lines().next().unwrap().ends_with("peak allocated"),
+            "{with}"
+        );
+        assert!(with.lines().nth(1).unwrap().ends_with("3.00 MiB"), "{with}");
+        let tsv = summary(&[cuda]);
+        let row: Vec<&str> = tsv.lines().nth(1).unwrap().split('\t').collect();
+        assert_eq!(row[..5], ["full", "1000", "300", "-", "3145728"]);
+        assert_eq!(row[8], (1.0f64 / 3.0).to_string());
     }
 
     #[test]

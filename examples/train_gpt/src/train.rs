@@ -11,6 +11,10 @@
 //! backward and AdamW run outside it, on the fp32 parameters, as with
 //! `torch.autocast`.
 //!
+//! On CUDA each step's time ends after the device has finished its work,
+//! and the run reports the CUDA caching allocator's peak allocated bytes
+//! over the training steps (the counter is reset after the set-up).
+//!
 //! Invariant: the only thing that differs between policies is the policy
 //! passed to `Model::loss` (and, for `auto`, the plan active around it);
 //! parameters, batches, precision and evaluation are the same, so the
@@ -45,17 +49,25 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     tch::set_num_threads(opts.threads);
     let cfg = opts.model_config();
     let corpus = Corpus::load();
-    let model = Model::new(cfg, opts.seed as i64);
+    let device = opts.device;
+    if device.is_cuda() {
+        // Without it CUDA's embedding backward adds in a racy order, so the
+        // policies' losses (each in its own process) would differ by ulps
+        // and `--check` could not hold; run.sh fixes cuBLAS's workspace.
+        remat::diagnostics::device::set_deterministic_algorithms(true)
+            .map_err(|e| e.to_string())?;
+    }
+    let model = Model::on(cfg, opts.seed as i64, device);
     let mut opt = nn::AdamW::default()
         .build(&model.vs, opts.lr)
         .map_err(|e| format!("AdamW: {e}"))?;
     let mut emit = Emit(std::io::stdout().lock());
     let mut batches = Sampler::new(opts.seed);
 
-    let (x, y) = batches.clone().batch(&corpus.train, cfg);
+    let (x, y) = batches.clone().batch_on(&corpus.train, cfg, device);
     // The model's forward and loss at the run's precision: what the planner
     // profiles and what every step runs.
-    let loss = |x: &Tensor, y: &Tensor| opts.autocast.scope(|| model.loss(x, y, policy));
+    let loss = |x: &Tensor, y: &Tensor| opts.autocast.scope(device, || model.loss(x, y, policy));
     let table = match policy {
         ModelPolicy::Auto if opts.has_table() => {
             Some(policy_table::checked(opts, || loss(&x, &y))?)
@@ -87,21 +99,26 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     );
     bar.set_prefix(policy_name(policy));
     let every = (opts.steps / EVALS).max(1);
+    if device.is_cuda() {
+        remat::diagnostics::device::reset_cuda_peak(device).map_err(|e| e.to_string())?;
+    }
     let started = Instant::now();
     for step in 1..=opts.steps {
-        let (x, y) = batches.batch(&corpus.train, cfg);
+        let (x, y) = batches.batch_on(&corpus.train, cfg, device);
+        remat::diagnostics::device::synchronize(device);
         let t0 = Instant::now();
         let loss = forward(&x, &y);
         opt.zero_grad();
         loss.backward();
         opt.step();
+        remat::diagnostics::device::synchronize(device);
         let ns = t0.elapsed().as_nanos() as u64;
         let loss = f64::try_from(&loss).map_err(|e| format!("loss: {e}"))?;
         emit.step(loss, ns);
         if step % every == 0 || step == opts.steps {
             let (train, val) = opts
                 .autocast
-                .scope(|| evaluate(&model, &corpus, cfg, opts.seed));
+                .scope(device, || evaluate(&model, &corpus, cfg, opts.seed));
             emit.eval(step, train, val);
         }
         if step == (opts.steps / 10).max(1) {
@@ -116,6 +133,10 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     }
     bar.finish();
     emit.peak_rss(peak_resident_bytes());
+    if device.is_cuda() {
+        let memory = remat::diagnostics::device::cuda_memory(device).map_err(|e| e.to_string())?;
+        emit.device_peak(memory.peak_allocated);
+    }
     Ok(())
 }
 
@@ -149,7 +170,7 @@ fn evaluate(model: &Model, corpus: &Corpus, cfg: Config, seed: u64) -> (f64, f64
         let n = eval_batches(cfg);
         let sum: f64 = (0..n)
             .map(|_| {
-                let (x, y) = batches.batch(bytes, cfg);
+                let (x, y) = batches.batch_on(bytes, cfg, model.device());
                 let loss = tch::no_grad(|| model.loss(&x, &y, ModelPolicy::None));
                 f64::try_from(&loss).expect("a scalar loss")
             })

@@ -170,6 +170,11 @@ extern "C" {
     pub(super) fn remat_cuda_use(t: *const C_tensor, event: *mut c_void) -> RematErr;
     pub(super) fn remat_cuda_event_free(event: *mut c_void);
     pub(super) fn remat_storage_data(t: *const C_tensor) -> usize;
+    pub(super) fn remat_cuda_memory_stats(device: c_int, out: *mut i64) -> RematErr;
+    pub(super) fn remat_cuda_reset_peak(device: c_int) -> RematErr;
+    pub(super) fn remat_cuda_use_stream(device: c_int, side: c_int, id: *mut i64) -> RematErr;
+    pub(super) fn remat_cuda_current_stream(device: c_int, id: *mut i64) -> RematErr;
+    pub(super) fn remat_set_deterministic_algorithms(enabled: c_int) -> RematErr;
     pub(super) fn remat_graph_nodes(
         roots: *const *const C_tensor,
         n_roots: usize,

@@ -11,6 +11,7 @@ mod autograd;
 mod callbacks;
 mod cuda;
 pub(crate) mod cuda_copy;
+mod device;
 mod ffi;
 mod heap;
 mod hook_stack;
@@ -33,6 +34,10 @@ pub(crate) use autograd::{is_parameter, no_grad};
 pub(crate) use cuda::{
     attach_oom_observer, cuda_blocks, cuda_built, record_allocation_contexts, storage_data,
     OomEvent,
+};
+pub(crate) use device::{
+    cuda_current_stream, cuda_memory_stats, cuda_reset_peak, cuda_use_stream,
+    set_deterministic_algorithms,
 };
 pub use heap::heap_bytes_in_use;
 pub(crate) use hook_stack::{

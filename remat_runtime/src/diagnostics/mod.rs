@@ -4,6 +4,7 @@
 //! bytes and take medians, for other reports to print and measure alike.
 
 pub(crate) mod cuda;
+pub mod device;
 pub(crate) mod format;
 pub(crate) mod median;
 pub(crate) mod memory_report;
