@@ -11,6 +11,7 @@
 
 mod gradients;
 mod memory;
+mod offload;
 mod rng;
 mod streams;
 
