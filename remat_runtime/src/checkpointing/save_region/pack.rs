@@ -95,8 +95,9 @@ impl HookPair for SaveRecord {
             return Ok(Box::new(Saved::User { hooks, payload }));
         }
         // docs/semantics.md, rules O1 and O2: an `Offload` region moves what
-        // it keeps, parameters excepted.
-        if let (Some(store), false) = (&record.offload, site.param) {
+        // it keeps, parameters (and tensors without a storage) excepted.
+        let movable = !site.param && storage_key(&tensor).is_some();
+        if let (Some(store), true) = (&record.offload, movable) {
             let value = store.offload(&tensor, &name).map_err(|m| {
                 record
                     .error(format!("offloading `{name}`: {m}"))

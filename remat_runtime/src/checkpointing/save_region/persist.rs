@@ -147,13 +147,13 @@ impl SaveRecord {
                     .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
                 Slot::Packed { hooks, payload }
             }
-            (None, Some(store)) => {
+            (None, Some(store)) if storage_key(&value).is_some() => {
                 let value = store
                     .offload(&value, &format!("output.{slot}"))
                     .map_err(|m| self.error(format!("offloading output {slot}: {m}")))?;
                 Slot::Offloaded(value)
             }
-            (None, None) => {
+            (None, _) => {
                 let version = tensor_version(&value)?;
                 Slot::Resident { value, version }
             }
