@@ -40,7 +40,7 @@ impl Default for DdpOptions {
 /// Averages every parameter's gradient over the ranks during backward,
 /// bucket by bucket as their gradients become ready, through c10d's
 /// `Reducer`: after `backward`, each parameter's `grad()` is the mean of
-/// the ranks' gradients (docs/semantics.md, W5), checkpoints and replays
+/// the ranks' gradients (docs/semantics.md, rule W5), checkpoints and replays
 /// included (W6).
 ///
 /// ```

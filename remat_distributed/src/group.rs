@@ -1,5 +1,5 @@
 //! A joined group and the collectives a training loop needs
-//! (docs/semantics.md, W2, W3, W8).
+//! (docs/semantics.md, rules W2, W3, W8).
 
 use crate::bridge;
 use crate::error::{Error, Result};
@@ -18,7 +18,7 @@ pub enum ReduceOp {
 /// This process's membership of a c10d process group (Gloo on CPU).
 ///
 /// All communication goes through c10d. Every rank must issue the same
-/// collectives in the same order (docs/semantics.md, W3).
+/// collectives in the same order (docs/semantics.md, rule W3).
 ///
 /// ```
 /// use remat_distributed::{InitOptions, ProcessGroup, ReduceOp};
@@ -39,7 +39,7 @@ impl ProcessGroup {
     /// Joins the group `opts` describes: rank 0 hosts a TCPStore at
     /// `master_addr:master_port`, every rank connects to it, then Gloo
     /// connects every pair. Returns once all ranks have joined, or with
-    /// [`Error::Init`] after `opts.timeout` (docs/semantics.md, W2).
+    /// [`Error::Init`] after `opts.timeout` (docs/semantics.md, rule W2).
     pub fn init(opts: &InitOptions) -> Result<ProcessGroup> {
         let device_host = opts.validate()?;
         if opts.backend == Backend::Nccl {
@@ -125,7 +125,7 @@ impl ProcessGroup {
         Error::Collective(format!(
             "{what} on rank {} of {} failed: {cause}. A peer has left or stopped answering \
              within the timeout ({:?}): look at the other ranks' output for the first error \
-             (docs/semantics.md, W8)",
+             (docs/semantics.md, rule W8)",
             self.rank(),
             self.world_size(),
             self.opts.timeout
@@ -143,7 +143,7 @@ fn init_message(opts: &InitOptions, cause: &str) -> String {
         "rank {} of {} could not form the group {role} {}:{} within {:?}: {cause}. Start all \
          {} ranks with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE, check that rank 0 can \
          listen on the port and the others reach it, or raise the timeout (REMAT_DIST_TIMEOUT \
-         or InitOptions::timeout) (docs/semantics.md, W2)",
+         or InitOptions::timeout) (docs/semantics.md, rule W2)",
         opts.rank,
         opts.world_size,
         opts.master_addr,

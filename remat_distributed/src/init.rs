@@ -1,5 +1,5 @@
 //! Where a rank learns its place in the group: torchrun's variables or
-//! explicit arguments (docs/semantics.md, W1).
+//! explicit arguments (docs/semantics.md, rule W1).
 
 use crate::error::{Error, Result};
 use std::net::{IpAddr, ToSocketAddrs};
@@ -144,7 +144,7 @@ impl InitOptions {
     }
 
     /// Checks what can be checked before any connection, and resolves the
-    /// address Gloo binds (docs/semantics.md, W1).
+    /// address Gloo binds (docs/semantics.md, rule W1).
     pub(crate) fn validate(&self) -> Result<String> {
         if self.world_size == 0 {
             return Err(Error::Config(

@@ -1,5 +1,5 @@
 //! Faults: bad variables, a rank that never arrives, a peer that leaves
-//! (docs/semantics.md, W1, W2, W8).
+//! (docs/semantics.md, rules W1, W2, W8).
 
 use crate::launch::{free_port, launch, out_dir};
 use remat_distributed::{Error, InitOptions, ProcessGroup, ReduceOp};
@@ -39,7 +39,7 @@ fn config_error(name: &str, value: Option<&str>) -> String {
     }
 }
 
-/// docs/semantics.md, W1: each bad variable is refused before any
+/// docs/semantics.md, rule W1: each bad variable is refused before any
 /// connection, by a message naming it and what to set.
 #[test]
 fn bad_variables_are_refused_by_name() {
@@ -57,7 +57,7 @@ fn bad_variables_are_refused_by_name() {
     );
 }
 
-/// docs/semantics.md, W2: rank 0 alone, and rank 1 without a rank 0, get
+/// docs/semantics.md, rule W2: rank 0 alone, and rank 1 without a rank 0, get
 /// an error naming the store and the fix within the timeout, not a hang.
 #[test]
 fn a_rank_that_never_arrives_gives_a_clear_error_within_the_timeout() {
@@ -106,7 +106,7 @@ pub fn peer_leaves_rank_main() {
     }
 }
 
-/// docs/semantics.md, W8: the survivor's next collective is an `Err`
+/// docs/semantics.md, rule W8: the survivor's next collective is an `Err`
 /// naming it, within the timeout.
 #[test]
 fn a_peer_that_leaves_fails_the_next_collective() {

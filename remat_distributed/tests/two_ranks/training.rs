@@ -1,6 +1,6 @@
 //! Training steps on two ranks equal one process that averages the two
 //! shards' gradients, bit for bit, under every policy and a plan
-//! (docs/semantics.md, W4-W7).
+//! (docs/semantics.md, rules W4-W7).
 
 use crate::launch::{launch, out_dir, OUT};
 use remat::planner::{profile_with, Plan};
@@ -147,7 +147,7 @@ fn single_process() -> Vec<Vec<u8>> {
     steps
 }
 
-/// docs/semantics.md, W4, W5, W6: after every step the two ranks hold the
+/// docs/semantics.md, rules W4, W5, W6: after every step the two ranks hold the
 /// same parameters, bit for bit, and they are those of one process
 /// averaging the shards' gradients, under `none`, `full`, `selective` and a
 /// plan.
@@ -228,7 +228,7 @@ pub fn unused_rank_main() {
     }
 }
 
-/// docs/semantics.md, W7.
+/// docs/semantics.md, rule W7.
 #[test]
 fn find_unused_parameters_lets_a_step_leave_a_parameter_unused() {
     let dir = out_dir("unused");
