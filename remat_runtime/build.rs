@@ -108,6 +108,14 @@ fn main() {
     // Our own tests, examples and doctests run from target/: give them an rpath.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     println!("cargo:libtorch_lib={}", lib.display());
+    // What a crate with C++ of its own against libtorch (remat_distributed)
+    // needs to compile as the bridge does, without re-deriving it:
+    // `DEP_REMAT_BRIDGE_INCLUDE` (joined as PATH is), `_CXX11_ABI`, `_CSRC`.
+    let includes = env::join_paths(&torch.includes).expect("libtorch include path holds a ':'");
+    println!("cargo:include={}", includes.to_string_lossy());
+    println!("cargo:cxx11_abi={}", torch.cxx11_abi);
+    let csrc = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("csrc");
+    println!("cargo:csrc={}", csrc.display());
 
     if cuda {
         // Nothing references libtorch_cuda.so, so `--as-needed` drops it and

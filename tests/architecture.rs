@@ -12,6 +12,8 @@ const FOLDERS: &[(&str, Option<&str>)] = &[
     ("remat_runtime/csrc", None),
     ("remat_runtime/build", None),
     ("remat_derive/src", Some("tests")),
+    ("remat_distributed/src", None),
+    ("remat_distributed/csrc", None),
     ("reference/src", None),
     ("src", None),
     ("xtask/src", None),
@@ -86,7 +88,12 @@ fn every_source_file_is_in_the_layout_and_every_listed_file_exists() {
 }
 
 /// The source crates whose files must not import each other in a circle.
-const CRATES: &[&str] = &["remat_runtime/src", "remat_derive/src", "reference/src"];
+const CRATES: &[&str] = &[
+    "remat_runtime/src",
+    "remat_derive/src",
+    "remat_distributed/src",
+    "reference/src",
+];
 
 /// Module path -> file, for every `.rs` file under `src` (a `mod.rs`,
 /// `lib.rs` or `main.rs` names its folder).

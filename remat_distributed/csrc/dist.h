@@ -1,0 +1,62 @@
+// The C ABI of remat_distributed's bridge to c10d (see src/bridge/ffi.rs).
+// Tensors cross as `at::Tensor*` (tch's C_tensor) and are borrowed: C++
+// never deletes one it is handed. Every function that can fail returns
+// a malloc'd error string (null on success) and never throws.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+namespace at {
+class Tensor;
+}
+typedef at::Tensor remat_dist_tensor;
+extern "C" {
+#else
+typedef struct remat_dist_tensor remat_dist_tensor;
+#endif
+
+typedef char* remat_dist_err;
+typedef struct remat_dist_group remat_dist_group;
+typedef struct remat_dist_reducer remat_dist_reducer;
+
+void remat_dist_string_free(char* s);
+
+// Joins the group: rank 0 hosts the TCPStore at host:port, every rank
+// connects to it, then Gloo connects every pair through the store. Gloo's
+// device binds to `device_host` (an address or host name of this machine).
+remat_dist_err remat_dist_group_new(const char* host, uint16_t port, int rank, int world_size,
+                                    int64_t timeout_ms, const char* device_host,
+                                    remat_dist_group** out);
+void remat_dist_group_free(remat_dist_group* g);
+
+// Sum over the ranks, in place (Gloo has no average: Rust divides).
+remat_dist_err remat_dist_all_reduce_sum(remat_dist_group* g, remat_dist_tensor* t);
+remat_dist_err remat_dist_broadcast(remat_dist_group* g, remat_dist_tensor* t, int root);
+remat_dist_err remat_dist_barrier(remat_dist_group* g);
+// c10d::broadcast_coalesced from rank 0, written into the tensors under no_grad.
+remat_dist_err remat_dist_broadcast_coalesced(remat_dist_group* g, remat_dist_tensor* const* ts,
+                                              size_t n, int64_t buffer_bytes);
+
+// A c10d::Reducer over `params`, buckets from compute_bucket_assignment_by_size
+// with limits {first_bucket_bytes, bucket_bytes}.
+remat_dist_err remat_dist_reducer_new(remat_dist_group* g, remat_dist_tensor* const* params,
+                                      size_t n, int64_t first_bucket_bytes, int64_t bucket_bytes,
+                                      int find_unused, int static_graph,
+                                      remat_dist_reducer** out);
+remat_dist_err remat_dist_reducer_free(remat_dist_reducer* r);
+// What Python's DDP does at the start of a forward (rebuild_buckets) and
+// after it (prepare_for_backward with the outputs).
+remat_dist_err remat_dist_reducer_rebuild_buckets(remat_dist_reducer* r);
+remat_dist_err remat_dist_reducer_prepare(remat_dist_reducer* r, remat_dist_tensor* const* outputs,
+                                          size_t n);
+// The buckets as parameter indices: writes up to `cap` indices (bucket
+// after bucket) into `idx` and each bucket's length into `lens` (up to
+// `lens_cap`); returns the bucket count in *n_buckets.
+remat_dist_err remat_dist_reducer_buckets(remat_dist_reducer* r, size_t* idx, size_t cap,
+                                          size_t* lens, size_t lens_cap, size_t* n_buckets);
+
+#ifdef __cplusplus
+}
+#endif

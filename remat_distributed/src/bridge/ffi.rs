@@ -1,0 +1,64 @@
+//! The C ABI of `csrc/dist.h`, declared as it is written there.
+
+use std::os::raw::{c_char, c_int};
+use torch_sys::C_tensor;
+
+pub(crate) type DistErr = *mut c_char;
+
+#[repr(C)]
+pub(crate) struct RawGroup {
+    _opaque: [u8; 0],
+}
+
+#[repr(C)]
+pub(crate) struct RawReducer {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    pub(crate) fn remat_dist_string_free(s: *mut c_char);
+    pub(crate) fn remat_dist_group_new(
+        host: *const c_char,
+        port: u16,
+        rank: c_int,
+        world_size: c_int,
+        timeout_ms: i64,
+        device_host: *const c_char,
+        out: *mut *mut RawGroup,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_group_free(g: *mut RawGroup);
+    pub(crate) fn remat_dist_all_reduce_sum(g: *mut RawGroup, t: *mut C_tensor) -> DistErr;
+    pub(crate) fn remat_dist_broadcast(g: *mut RawGroup, t: *mut C_tensor, root: c_int) -> DistErr;
+    pub(crate) fn remat_dist_barrier(g: *mut RawGroup) -> DistErr;
+    pub(crate) fn remat_dist_broadcast_coalesced(
+        g: *mut RawGroup,
+        ts: *const *mut C_tensor,
+        n: usize,
+        buffer_bytes: i64,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_reducer_new(
+        g: *mut RawGroup,
+        params: *const *mut C_tensor,
+        n: usize,
+        first_bucket_bytes: i64,
+        bucket_bytes: i64,
+        find_unused: c_int,
+        static_graph: c_int,
+        out: *mut *mut RawReducer,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_reducer_free(r: *mut RawReducer) -> DistErr;
+    pub(crate) fn remat_dist_reducer_rebuild_buckets(r: *mut RawReducer) -> DistErr;
+    pub(crate) fn remat_dist_reducer_prepare(
+        r: *mut RawReducer,
+        outputs: *const *mut C_tensor,
+        n: usize,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_reducer_buckets(
+        r: *mut RawReducer,
+        idx: *mut usize,
+        cap: usize,
+        lens: *mut usize,
+        lens_cap: usize,
+        n_buckets: *mut usize,
+    ) -> DistErr;
+}

@@ -1,0 +1,170 @@
+//! Data-parallel gradients through c10d's `Reducer` (docs/semantics.md,
+//! W4-W7).
+
+use crate::bridge;
+use crate::error::{Error, Result};
+use crate::group::ProcessGroup;
+use tch::Tensor;
+
+/// How [`DistributedDataParallel`] buckets and reduces gradients; the
+/// defaults are PyTorch's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DdpOptions {
+    /// The cap of the first bucket reduced (the last parameters), small so
+    /// that communication starts early in backward.
+    pub first_bucket_bytes: usize,
+    /// The cap of every other bucket.
+    pub bucket_bytes: usize,
+    /// The buffer size of the parameters' broadcast from rank 0.
+    pub broadcast_bytes: usize,
+    /// Marks parameters the outputs do not reach as ready each step, so
+    /// that a step that leaves some unused still finishes (W6).
+    pub find_unused_parameters: bool,
+    /// The set of used parameters and their order never change: c10d may
+    /// then skip the search and rebuild buckets once.
+    pub static_graph: bool,
+}
+
+impl Default for DdpOptions {
+    fn default() -> DdpOptions {
+        DdpOptions {
+            first_bucket_bytes: 1 << 20,
+            bucket_bytes: 25 << 20,
+            broadcast_bytes: 250 << 20,
+            find_unused_parameters: false,
+            static_graph: false,
+        }
+    }
+}
+
+/// Averages every parameter's gradient over the ranks during backward,
+/// bucket by bucket as their gradients become ready, through c10d's
+/// `Reducer`: after `backward`, each parameter's `grad()` is the mean of
+/// the ranks' gradients (docs/semantics.md, rule W5), checkpoints and replays
+/// included (W6).
+///
+/// ```
+/// use remat_distributed::{DdpOptions, DistributedDataParallel, InitOptions, ProcessGroup};
+/// use tch::{nn, nn::Module, Device};
+/// let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+/// let group = ProcessGroup::init(&InitOptions::new(0, 1, "127.0.0.1", port)).unwrap();
+/// let vs = nn::VarStore::new(Device::Cpu);
+/// let layer = nn::linear(vs.root() / "fc", 4, 2, Default::default());
+/// let ddp = DistributedDataParallel::from_var_store(&group, &vs, DdpOptions::default()).unwrap();
+/// let x = tch::Tensor::ones([3, 4], (tch::Kind::Float, Device::Cpu));
+/// let loss = ddp.forward(|| layer.forward(&x).sum(tch::Kind::Float)).unwrap();
+/// loss.backward();
+/// assert!(layer.ws.grad().defined());
+/// ```
+pub struct DistributedDataParallel {
+    reducer: bridge::Reducer,
+    params: Vec<Tensor>,
+    options: DdpOptions,
+}
+
+impl DistributedDataParallel {
+    /// Over `params` (the same list, in the same order, on every rank):
+    /// broadcasts their values from rank 0 and builds c10d's Reducer with
+    /// buckets from `compute_bucket_assignment_by_size` (W4).
+    pub fn new(
+        group: &ProcessGroup,
+        params: &[Tensor],
+        options: DdpOptions,
+    ) -> Result<DistributedDataParallel> {
+        if params.is_empty() {
+            return Err(Error::Config(
+                "DistributedDataParallel over no parameters: pass the trainable ones".into(),
+            ));
+        }
+        if let Some(i) = params.iter().position(|p| !p.requires_grad()) {
+            return Err(Error::Config(format!(
+                "parameter {i} does not require grad: pass only trainable parameters"
+            )));
+        }
+        let refs: Vec<&Tensor> = params.iter().collect();
+        let bytes = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        group
+            .raw()
+            .broadcast_coalesced(&refs, bytes(options.broadcast_bytes))
+            .map_err(|e| group.collective("the parameters' broadcast from rank 0", &e))?;
+        let reducer = bridge::Reducer::new(
+            group.raw(),
+            &refs,
+            bytes(options.first_bucket_bytes),
+            bytes(options.bucket_bytes),
+            options.find_unused_parameters,
+            options.static_graph,
+        )
+        .map_err(Error::Collective)?;
+        Ok(DistributedDataParallel {
+            reducer,
+            params: params.iter().map(Tensor::shallow_clone).collect(),
+            options,
+        })
+    }
+
+    /// Over a `VarStore`'s trainable variables, ordered by name so that
+    /// every rank lists them alike (a `VarStore` keeps no order).
+    pub fn from_var_store(
+        group: &ProcessGroup,
+        vs: &tch::nn::VarStore,
+        options: DdpOptions,
+    ) -> Result<DistributedDataParallel> {
+        let mut named: Vec<(String, Tensor)> = vs
+            .variables()
+            .into_iter()
+            .filter(|(_, t)| t.requires_grad())
+            .collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        let params: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
+        DistributedDataParallel::new(group, &params, options)
+    }
+
+    /// Runs one step's forward: what PyTorch's DDP does around a module's
+    /// forward (rebuild the buckets after the first step, then
+    /// [`prepare_for_backward`](Self::prepare_for_backward) with the
+    /// output). Call `backward` on the result, or on a value computed from
+    /// it, once.
+    pub fn forward(&self, f: impl FnOnce() -> Tensor) -> Result<Tensor> {
+        if remat_runtime::autograd::grad_enabled() {
+            self.reducer.rebuild_buckets().map_err(Error::Collective)?;
+        }
+        let out = f();
+        if remat_runtime::autograd::grad_enabled() {
+            self.prepare_for_backward(&[&out])?;
+        }
+        Ok(out)
+    }
+
+    /// Tells the Reducer a backward from `outputs` follows; with
+    /// `find_unused_parameters` it searches their graph for parameters no
+    /// output reaches (W6, W7). [`forward`](Self::forward) calls it.
+    pub fn prepare_for_backward(&self, outputs: &[&Tensor]) -> Result<()> {
+        let outputs: &[&Tensor] = if self.options.find_unused_parameters {
+            outputs
+        } else {
+            &[]
+        };
+        self.reducer
+            .prepare_for_backward(outputs)
+            .map_err(Error::Collective)
+    }
+
+    /// The parameters, in the order given.
+    pub fn parameters(&self) -> &[Tensor] {
+        &self.params
+    }
+
+    /// The buckets as indices into [`parameters`](Self::parameters), in
+    /// the order the Reducer was built with (the first reduced first).
+    pub fn buckets(&self) -> Result<Vec<Vec<usize>>> {
+        self.reducer
+            .buckets(self.params.len())
+            .map_err(Error::Collective)
+    }
+
+    /// The options.
+    pub fn options(&self) -> DdpOptions {
+        self.options
+    }
+}

@@ -1,0 +1,30 @@
+//! Data-parallel training for remat over torch.distributed's C++ core
+//! (c10d): a TCPStore, a Gloo process group, c10d's `Reducer` for
+//! gradients. Each rank trains on its own shard of a batch; checkpoints
+//! inside the model change nothing the ranks see (docs/semantics.md, W;
+//! docs/architecture.md says why this is a crate of its own).
+//!
+//! ```no_run
+//! use remat_distributed::{DdpOptions, DistributedDataParallel, ProcessGroup, ReduceOp};
+//! # fn model_loss() -> tch::Tensor { unimplemented!() }
+//! # let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+//! // Under torchrun (or RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by hand):
+//! let group = ProcessGroup::from_env()?;
+//! let ddp = DistributedDataParallel::from_var_store(&group, &vs, DdpOptions::default())?;
+//! let loss = ddp.forward(model_loss)?;
+//! loss.backward(); // every parameter's grad is now the ranks' mean
+//! let mut logged = loss.detach();
+//! group.all_reduce(&mut logged, ReduceOp::Average)?;
+//! # Ok::<(), remat_distributed::Error>(())
+//! ```
+
+mod bridge;
+mod ddp;
+mod error;
+mod group;
+mod init;
+
+pub use ddp::{DdpOptions, DistributedDataParallel};
+pub use error::{Error, Result};
+pub use group::{ProcessGroup, ReduceOp};
+pub use init::{Backend, InitOptions, DEFAULT_TIMEOUT};

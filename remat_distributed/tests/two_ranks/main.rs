@@ -1,0 +1,24 @@
+//! Two ranks on one machine, Gloo over loopback: each test starts the
+//! ranks as child processes of this test binary (the `rank_entry` test
+//! with a scenario in the environment), under a time limit, on a free
+//! port, and reads back what each rank wrote.
+
+mod faults;
+mod launch;
+mod training;
+
+/// The child side: runs the scenario its parent named, as one rank. In an
+/// ordinary run (no scenario set) it does nothing.
+#[test]
+fn rank_entry() {
+    let Ok(scenario) = std::env::var(launch::SCENARIO) else {
+        return;
+    };
+    tch::set_num_threads(1);
+    match scenario.as_str() {
+        "train" => training::rank_main(),
+        "peer_leaves" => faults::peer_leaves_rank_main(),
+        "unused" => training::unused_rank_main(),
+        other => panic!("unknown scenario {other:?}"),
+    }
+}

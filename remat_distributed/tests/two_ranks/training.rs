@@ -1,0 +1,259 @@
+//! Training steps on two ranks equal one process that averages the two
+//! shards' gradients, bit for bit, under every policy and a plan
+//! (docs/semantics.md, rules W4-W7).
+
+use crate::launch::{launch, out_dir, OUT};
+use remat::planner::{profile_with, Plan};
+use remat_distributed::{DdpOptions, DistributedDataParallel, ProcessGroup};
+use remat_reference::model::{batch, Config, ModelPolicy, Setup, SMALL};
+use std::path::PathBuf;
+use std::time::Duration;
+use tch::{COptimizer, Kind, Tensor};
+
+const STEPS: usize = 3;
+
+/// Each rank's model, run on its shard: two rows of the batch.
+const SHARD: Config = Config { b: 2, ..SMALL };
+/// The whole batch, split between the ranks.
+const WHOLE: Config = Config { b: 4, ..SMALL };
+
+/// The policies the ranks train under; `plan` is the planner's least-bytes
+/// plan over `ModelPolicy::Auto`.
+const RUNS: [(&str, ModelPolicy); 4] = [
+    ("none", ModelPolicy::None),
+    ("full", ModelPolicy::Full),
+    ("selective", ModelPolicy::Selective),
+    ("plan", ModelPolicy::Auto),
+];
+
+/// Small buckets, so that the model's gradients travel in several.
+fn options() -> DdpOptions {
+    DdpOptions {
+        first_bucket_bytes: 16 << 10,
+        bucket_bytes: 64 << 10,
+        ..DdpOptions::default()
+    }
+}
+
+fn adamw(params: &[Tensor]) -> COptimizer {
+    let mut opt = COptimizer::adamw(1e-2, 0.9, 0.999, 0.01, 1e-8, false).unwrap();
+    for p in params {
+        opt.add_parameters(p, 0).unwrap();
+    }
+    opt
+}
+
+fn params(s: &Setup) -> Vec<Tensor> {
+    s.model
+        .named_parameters()
+        .into_iter()
+        .map(|(_, t)| t.shallow_clone())
+        .collect()
+}
+
+/// Rank `r`'s shard of the whole batch: its two rows.
+fn shard(r: usize) -> (Tensor, Tensor) {
+    let (tokens, targets) = batch(WHOLE, 1);
+    let at = r as i64 * SHARD.b;
+    (
+        tokens.narrow(0, at, SHARD.b),
+        targets.narrow(0, at, SHARD.b),
+    )
+}
+
+fn bits(params: &[Tensor]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in params {
+        let v = Vec::<f32>::try_from(p.detach().to_kind(Kind::Float).flatten(0, -1)).unwrap();
+        out.extend(v.into_iter().flat_map(|x| x.to_bits().to_le_bytes()));
+    }
+    out
+}
+
+/// One rank: each run from the same start (rank 1's parameters are moved
+/// first, so only the broadcast from rank 0 makes them agree), a few AdamW
+/// steps, the parameters' bits written after each.
+pub fn rank_main() {
+    let group = ProcessGroup::from_env().unwrap();
+    let rank = group.rank();
+    let out = PathBuf::from(std::env::var(OUT).unwrap());
+    for (name, policy) in RUNS {
+        let s = Setup::new(SHARD);
+        let (tokens, targets) = shard(rank);
+        // Profiled before the Reducer exists: its backward is no step.
+        let plan = (policy == ModelPolicy::Auto).then(|| {
+            let profile = profile_with(|| s.model.loss(&tokens, &targets, policy), 1).unwrap();
+            Plan::minimum(&profile)
+        });
+        s.model.zero_grad();
+        let params = params(&s);
+        if rank == 1 {
+            tch::no_grad(|| {
+                for p in &params {
+                    let _ = p.shallow_clone().f_add_scalar_(1.0).unwrap();
+                }
+            });
+        }
+        let ddp = DistributedDataParallel::new(&group, &params, options()).unwrap();
+        let buckets = ddp.buckets().unwrap();
+        assert!(buckets.len() > 1, "{name}: one bucket only: {buckets:?}");
+        let opt = adamw(&params);
+        for step in 0..STEPS {
+            opt.zero_grad().unwrap();
+            let loss = ddp
+                .forward(|| match &plan {
+                    Some(plan) => plan.scope(|| s.model.loss(&tokens, &targets, policy)),
+                    None => s.model.loss(&tokens, &targets, policy),
+                })
+                .unwrap();
+            // A gradient the Reducer saw twice in one backward (once from
+            // the graph, once from a replay) fails here (W6).
+            loss.f_backward().unwrap();
+            opt.step().unwrap();
+            let file = out.join(format!("{name}.rank{rank}.step{step}"));
+            std::fs::write(file, bits(&params)).unwrap();
+        }
+        group.barrier().unwrap();
+    }
+}
+
+/// One process, no checkpoints: each shard's gradients, averaged as the
+/// Reducer does (each halved, then summed), then the same AdamW step.
+fn single_process() -> Vec<Vec<u8>> {
+    let s = Setup::new(SHARD);
+    let params = params(&s);
+    let opt = adamw(&params);
+    let mut steps = Vec::new();
+    for _ in 0..STEPS {
+        opt.zero_grad().unwrap();
+        let mut shards = Vec::new();
+        for r in 0..2 {
+            s.model.zero_grad();
+            let (tokens, targets) = shard(r);
+            s.model
+                .loss(&tokens, &targets, ModelPolicy::None)
+                .backward();
+            shards.push(params.iter().map(|p| p.grad().copy()).collect::<Vec<_>>());
+        }
+        tch::no_grad(|| {
+            for (i, p) in params.iter().enumerate() {
+                let mean = &shards[0][i] * 0.5 + &shards[1][i] * 0.5;
+                p.grad().copy_(&mean);
+            }
+        });
+        opt.step().unwrap();
+        steps.push(bits(&params));
+    }
+    steps
+}
+
+/// docs/semantics.md, rules W4, W5, W6: after every step the two ranks hold the
+/// same parameters, bit for bit, and they are those of one process
+/// averaging the shards' gradients, under `none`, `full`, `selective` and a
+/// plan.
+#[test]
+fn two_ranks_train_as_one_process_averaging_the_shards() {
+    tch::set_num_threads(1);
+    let dir = out_dir("train");
+    let runs = launch("train", 2, |_| true, &dir, Duration::from_secs(240));
+    for (rank, run) in runs.iter().enumerate() {
+        assert!(run.success, "rank {rank} failed:\n{}", run.output);
+    }
+    let expected = single_process();
+    for (name, _) in RUNS {
+        for (step, want) in expected.iter().enumerate() {
+            let read =
+                |r: usize| std::fs::read(dir.join(format!("{name}.rank{r}.step{step}"))).unwrap();
+            let (r0, r1) = (read(0), read(1));
+            assert!(
+                r0 == r1,
+                "{name}, step {step}: the ranks' parameters differ"
+            );
+            assert!(
+                &r0 == want,
+                "{name}, step {step}: the ranks' parameters differ from one process averaging the shards"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A parameter the loss never reaches, beside one it does.
+fn unused_step(
+    ddp: &DistributedDataParallel,
+    used: &Tensor,
+    x: &Tensor,
+) -> remat_distributed::Result<()> {
+    let loss = ddp.forward(|| x.matmul(used).sum(Kind::Float))?;
+    loss.f_backward()
+        .map_err(|e| remat_distributed::Error::Collective(e.to_string()))
+}
+
+/// One rank of the `find_unused_parameters` checks: with it, steps with an
+/// unused parameter finish and the used one's gradient is the mean; without
+/// it, the next step says what to set.
+pub fn unused_rank_main() {
+    let group = ProcessGroup::from_env().unwrap();
+    let rank = group.rank() as f64;
+    let x = Tensor::full([1, 2], rank + 1.0, (Kind::Float, tch::Device::Cpu));
+    for find in [true, false] {
+        let used = Tensor::ones([2, 1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+        let unused = Tensor::ones([2, 1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+        let opts = DdpOptions {
+            find_unused_parameters: find,
+            ..DdpOptions::default()
+        };
+        let ddp = DistributedDataParallel::new(
+            &group,
+            &[used.shallow_clone(), unused.shallow_clone()],
+            opts,
+        )
+        .unwrap();
+        let mut results = Vec::new();
+        for _ in 0..2 {
+            let r = unused_step(&ddp, &used, &x);
+            let grad = if used.grad().defined() {
+                let g = Vec::<f32>::try_from(used.grad().flatten(0, -1)).unwrap();
+                let _ = used.grad().zero_();
+                format!("{g:?}")
+            } else {
+                "none".into()
+            };
+            results.push(match r {
+                Ok(()) => format!("ok {grad}"),
+                Err(e) => format!("err {e}"),
+            });
+        }
+        println!("FIND_UNUSED={find}: {}", results.join(" | "));
+    }
+}
+
+/// docs/semantics.md, rule W7.
+#[test]
+fn find_unused_parameters_lets_a_step_leave_a_parameter_unused() {
+    let dir = out_dir("unused");
+    let runs = launch("unused", 2, |_| true, &dir, Duration::from_secs(120));
+    for (rank, run) in runs.iter().enumerate() {
+        assert!(run.success, "rank {rank} failed:\n{}", run.output);
+        let line = |find: bool| {
+            let key = format!("FIND_UNUSED={find}: ");
+            run.output
+                .lines()
+                .find_map(|l| l.split_once(key.as_str()).map(|(_, rest)| rest.to_string()))
+                .unwrap_or_else(|| panic!("rank {rank} printed no {key}:\n{}", run.output))
+        };
+        // Rank r's x is r + 1: the used weight's gradient is x, averaged 1.5.
+        assert_eq!(line(true), "ok [1.5, 1.5] | ok [1.5, 1.5]", "rank {rank}");
+        // Without the search the bucket holding the unused parameter never
+        // fills: the first step keeps the rank's own gradient, the next
+        // says what to set (as in PyTorch).
+        let without = line(false);
+        let own = format!("ok [{0:.1}, {0:.1}] | err ", rank as f32 + 1.0);
+        assert!(without.starts_with(&own), "rank {rank}: {without}");
+        assert!(
+            without.contains("find_unused_parameters"),
+            "rank {rank}: {without}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
