@@ -4,13 +4,15 @@
 //! finding libtorch live in one place (remat_runtime/build/libtorch.rs).
 //!
 //! c10d's Gloo header includes Gloo's own headers, which libtorch does not
-//! ship: they come from `GLOO_INCLUDE` or the system (`libgloo-dev`).
+//! ship: they come from `GLOO_INCLUDE` (in this repository `.gloo/include`,
+//! which `cargo xtask setup` fetches) or the system (`libgloo-dev`).
 
 use std::env;
 use std::path::PathBuf;
 
 const GLOO_HOW: &str = "remat_distributed needs Gloo's C++ headers (libtorch ships Gloo's code \
-     but not its headers): install them (`apt install libgloo-dev` on Debian and Ubuntu) or set \
+     but not its headers): in this repository run `cargo xtask setup`, which fetches them; \
+     elsewhere install them (`apt install libgloo-dev` on Debian and Ubuntu) or set \
      GLOO_INCLUDE to a folder holding gloo/config.h";
 
 fn main() {
@@ -28,12 +30,19 @@ fn main() {
         return;
     };
     println!("cargo:rerun-if-changed={csrc}/guard.h");
-    let gloo = env::var_os("GLOO_INCLUDE")
+    let candidates: Vec<PathBuf> = env::var_os("GLOO_INCLUDE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/include"));
-    if !gloo.join("gloo/config.h").exists() {
-        panic!("no gloo/config.h under {}. {GLOO_HOW}", gloo.display());
-    }
+        .into_iter()
+        .chain([PathBuf::from("/usr/include")])
+        .collect();
+    let Some(gloo) = candidates
+        .iter()
+        .find(|dir| dir.join("gloo/config.h").exists())
+        .cloned()
+    else {
+        let looked: Vec<String> = candidates.iter().map(|d| d.display().to_string()).collect();
+        panic!("no gloo/config.h under {}. {GLOO_HOW}", looked.join(" or "));
+    };
 
     let mut build = cc::Build::new();
     build.cpp(true).pic(true).std("c++17");

@@ -2,7 +2,8 @@
 //!
 //! `setup` installs libtorch (the PyPI wheel `torch==2.13.0`) into a per-user
 //! cache shared by every clone and links it as `.libtorch` in the repository,
-//! where `.cargo/config.toml` points torch-sys at it. `env` prints the
+//! where `.cargo/config.toml` points torch-sys at it; likewise Gloo's headers
+//! for remat_distributed (`gloo.rs`), linked as `.gloo`. `env` prints the
 //! `.cargo/config.toml` a crate of yours needs (the README's recipe). `test`
 //! and `demo` run `setup` first, so both work from a fresh clone; both build
 //! the training example `examples/train_gpt`, a crate of its own that follows
@@ -17,6 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod gloo;
 mod gpu_kit;
 mod package;
 
@@ -29,7 +31,7 @@ const TORCH_REMAT_VERSION: &str = "0.2.0";
 /// The CUDA `crt/` headers matching torch 2.13.0's CUDA 13.0 wheels.
 const CUDA_CRT: &str = "nvidia-cuda-crt==13.0.88";
 
-type Result<T> = std::result::Result<T, String>;
+pub(crate) type Result<T> = std::result::Result<T, String>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -136,7 +138,7 @@ fn usable(torch: &Path) -> bool {
     version_ok && torch.join("lib").join("libtorch_cpu.so").is_file()
 }
 
-fn run(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     let shown = format!("{cmd:?}");
     let status = cmd
         .status()
@@ -157,6 +159,7 @@ fn setup() -> Result<PathBuf> {
     };
     cuda_headers(&venv, &torch);
     link_into_repo(&torch)?;
+    gloo::setup(&cache_dir()?, &repo_root())?;
     Ok(torch)
 }
 
