@@ -10,7 +10,9 @@
 //! `torch_remat` into the same venv, and only it does. `soak` runs the long
 //! reliability checks, `leaks` the leak check alone. `package` checks that
 //! the crates as `cargo publish` would upload them build and run for a user
-//! (`package.rs`); `test` runs it last.
+//! (`package.rs`); `test` runs it last. `test --libtorch 2.11` runs the
+//! same tests against libtorch 2.11 (tch 0.24) in a copy of the repository
+//! whose lock file alone differs (`libtorch_range.rs`).
 
 use std::env;
 use std::fs;
