@@ -29,15 +29,17 @@
 //!
 //! # Building
 //!
-//! remat builds on [`tch`] 0.26, which needs libtorch 2.13.0. remat finds it
-//! exactly as tch's `torch-sys` does, from environment variables:
+//! remat builds on [`tch`] 0.26, which needs libtorch 2.13.0, or on tch 0.24,
+//! which needs libtorch 2.11.0 (the lock file picks; there is no tch for
+//! 2.12). remat finds libtorch exactly as tch's `torch-sys` does, from
+//! environment variables:
 //!
 //! - `LIBTORCH`: the folder holding libtorch's `lib/` and `include/` (a
 //!   libtorch download, or the `torch/` folder of the PyPI wheel
-//!   `torch==2.13.0`), with `LIBTORCH_CXX11_ABI=0` only for a libtorch
+//!   `torch==2.13.0` or `torch==2.11.0`), with `LIBTORCH_CXX11_ABI=0` only for a libtorch
 //!   built with the pre-C++11 ABI;
 //! - or `LIBTORCH_USE_PYTORCH=1` with a Python environment activated that
-//!   has `torch==2.13.0` installed.
+//!   has `torch==2.13.0` (or `torch==2.11.0`) installed.
 //!
 //! A build without either fails with a message naming them. Binaries also
 //! need libtorch's shared libraries at run time; two lines in your crate's

@@ -105,16 +105,51 @@ fn a_plain_download_is_recognised_by_its_build_version_file() {
 }
 
 #[test]
-fn another_libtorch_version_is_refused_unless_the_check_is_bypassed() {
+fn every_release_of_the_supported_set_is_accepted() {
+    // The wheels' version.py and the downloads' build-version, 2.11 (tch
+    // 0.24) and 2.13 (tch 0.26), any patch release and local suffix.
+    for version in [
+        "2.11.0",
+        "2.11.0+cu130",
+        "2.11.1+cpu",
+        "2.13.0",
+        "2.13.2+cu130",
+    ] {
+        let text = format!("__version__ = '{version}'\n");
+        let lib = libtorch_dir(&[("version.py", &text)]);
+        assert!(find(&lib, &FakeEnv::new(&[])).is_ok(), "{version} refused");
+        let lib = libtorch_dir(&[("build-version", &format!("{version}\n"))]);
+        assert!(find(&lib, &FakeEnv::new(&[])).is_ok(), "{version} refused");
+    }
+}
+
+#[test]
+fn another_libtorch_version_is_refused_naming_the_supported_set() {
+    for version in [
+        "2.12.1", "2.10.0", "2.14.0", "3.11.0", "2.13", "2.11.0a0", "",
+    ] {
+        let text = format!("__version__ = \"{version}\"\n");
+        let lib = libtorch_dir(&[("version.py", &text)]);
+        let err = find(&lib, &FakeEnv::new(&[])).unwrap_err();
+        assert!(
+            err.contains(&format!(
+                "is version {version:?}, but remat supports libtorch 2.11 (with tch 0.24) or \
+                 2.13 (with tch 0.26); there is no tch release for 2.12."
+            )),
+            "{err}"
+        );
+        assert_names_the_variables(&err);
+    }
     let lib = libtorch_dir(&[("version.py", "__version__ = \"2.12.1\"\n")]);
-    let err = find(&lib, &FakeEnv::new(&[])).unwrap_err();
-    assert!(
-        err.contains("is version \"2.12.1\", but tch 0.26 needs 2.13.0"),
-        "{err}"
-    );
-    assert_names_the_variables(&err);
     let bypass = FakeEnv::new(&[("LIBTORCH_BYPASS_VERSION_CHECK", "1")]);
     assert!(find(&lib, &bypass).is_ok());
+}
+
+#[test]
+fn the_supported_set_pairs_each_libtorch_with_its_tch() {
+    assert_eq!(libtorch::SUPPORTED, &[("2.11", "0.24"), ("2.13", "0.26")]);
+    assert!(libtorch::supported("2.11.0+cu130"));
+    assert!(!libtorch::supported("2.12.0"));
 }
 
 #[test]

@@ -235,3 +235,23 @@ fn rust_version_is_no_newer_than_the_pinned_toolchain() {
         "rust-version {claimed} is newer than {pinned}"
     );
 }
+
+/// tch and torch-sys are asked for as a range that admits every release of
+/// the supported set (tch 0.24 for libtorch 2.11, 0.26 for 2.13;
+/// docs/architecture.md, "Getting libtorch"), in the workspace and in the
+/// training example, which is built as a user's crate is.
+#[test]
+fn tch_is_asked_for_as_the_range_of_the_supported_releases() {
+    const RANGE: &str = ">=0.24, <0.27";
+    let deps = manifest("")["workspace"]["dependencies"].clone();
+    for name in ["tch", "torch-sys"] {
+        assert_eq!(deps[name].as_str(), Some(RANGE), "workspace {name}");
+    }
+    let train = manifest("examples/train_gpt")["dependencies"]["tch"].clone();
+    assert_eq!(train.as_str(), Some(RANGE), "examples/train_gpt");
+    // The crates take the workspace's requirement, not one of their own.
+    for dir in ["", "remat_runtime"] {
+        let deps = manifest(dir)["dependencies"].clone();
+        assert_eq!(deps["tch"]["workspace"].as_bool(), Some(true), "{dir}");
+    }
+}

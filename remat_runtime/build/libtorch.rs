@@ -10,15 +10,22 @@
 
 use std::path::{Path, PathBuf};
 
-/// The libtorch release tch 0.26's generated bindings are written against.
-pub const TORCH_VERSION: &str = "2.13.0";
+/// The libtorch releases remat builds against, each with the tch release
+/// whose generated bindings are written for it: (libtorch major.minor, tch).
+/// Any patch release of one is accepted. There is no tch for 2.12 (tch went
+/// from 0.24 to 0.26), and tch 0.26 does not build against 2.12: its
+/// bindings call 2.13's new operators.
+pub const SUPPORTED: &[(&str, &str)] = &[("2.11", "0.24"), ("2.13", "0.26")];
+
+/// The supported set in words, as every message of this module names it.
+pub const SUPPORTED_IN_WORDS: &str = "libtorch 2.11 (with tch 0.24) or 2.13 (with tch 0.26)";
 
 /// What to set, quoted by every error of this module.
-pub const HOW_TO_SET: &str = "remat finds libtorch 2.13.0 as torch-sys does: set LIBTORCH to \
-     the folder holding its lib/ and include/ (and LIBTORCH_CXX11_ABI=0 if it was built with \
-     the pre-C++11 ABI; the PyPI wheels and the cxx11 downloads need none), or set \
-     LIBTORCH_USE_PYTORCH=1 with a Python environment activated that has torch==2.13.0 \
-     installed. LIBTORCH_BYPASS_VERSION_CHECK=1 skips the version check.";
+pub const HOW_TO_SET: &str = "remat finds libtorch 2.11 or 2.13 as torch-sys does: set \
+     LIBTORCH to the folder holding its lib/ and include/ (and LIBTORCH_CXX11_ABI=0 if it was \
+     built with the pre-C++11 ABI; the PyPI wheels and the cxx11 downloads need none), or set \
+     LIBTORCH_USE_PYTORCH=1 with a Python environment activated that has torch==2.13.0 (or \
+     torch==2.11.0) installed. LIBTORCH_BYPASS_VERSION_CHECK=1 skips the version check.";
 
 /// The build script's view of its surroundings.
 pub trait BuildEnv {
@@ -97,9 +104,13 @@ pub fn find(lib: &Path, env: &dyn BuildEnv) -> Result<Libtorch, String> {
     })
 }
 
-/// tch 0.26's generated bindings match one libtorch release. torch-sys
-/// checks it only when a `build-version` file or Python can say; a wheel's
-/// `torch/` folder has `version.py` instead, read here.
+/// Each tch release's generated bindings match one libtorch release.
+/// torch-sys checks that pairing only when a `build-version` file or Python
+/// can say; a wheel's `torch/` folder has `version.py` instead, read here.
+/// Which tch the lock file chose is not visible to this script (torch-sys
+/// passes on only its `lib/` folder), so the version is checked against the
+/// set; a tch of the other release fails earlier, in torch-sys's own C++
+/// wrapper, which calls operators that only its libtorch has.
 fn check_version(lib: &Path) -> Result<(), String> {
     let root = lib.join("..");
     let version = if let Ok(text) = std::fs::read_to_string(root.join("version.py")) {
@@ -121,14 +132,30 @@ fn check_version(lib: &Path) -> Result<(), String> {
             root.display()
         ));
     };
-    let release = version.split('+').next().unwrap_or_default();
-    if release == TORCH_VERSION {
+    if supported(&version) {
         Ok(())
     } else {
         Err(format!(
-            "the libtorch at {} is version {version:?}, but tch 0.26 needs {TORCH_VERSION}. \
-             {HOW_TO_SET}",
+            "the libtorch at {} is version {version:?}, but remat supports \
+             {SUPPORTED_IN_WORDS}; there is no tch release for 2.12. {HOW_TO_SET}",
             root.display()
         ))
     }
+}
+
+/// Whether a version string (`2.11.0`, `2.13.1+cu130`) is a release of the
+/// supported set.
+pub fn supported(version: &str) -> bool {
+    let release = version.split('+').next().unwrap_or_default();
+    let mut parts = release.split('.');
+    let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    // A patch number, and nothing after it: `2.13` alone or `2.13.0a0` is no release.
+    let patch_ok = match (parts.next(), parts.next()) {
+        (Some(patch), None) => !patch.is_empty() && patch.bytes().all(|b| b.is_ascii_digit()),
+        _ => false,
+    };
+    let major_minor = format!("{major}.{minor}");
+    patch_ok && SUPPORTED.iter().any(|(torch, _)| *torch == major_minor)
 }

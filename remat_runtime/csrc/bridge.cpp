@@ -18,6 +18,7 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/headeronly/version.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,6 +46,21 @@ remat_callbacks g_cb;
 
 using remat_bridge::dup_string;
 using remat_bridge::guard;
+
+// A new autograd node. libtorch 2.13 counts nodes intrusively (Node is an
+// intrusive_ptr_target, and Edge holds a c10::intrusive_ptr); 2.11 holds
+// them in std::shared_ptr and has no intrusive count to construct one with.
+// Everything else the bridge does with a node handle (`->`, `.get()`,
+// `Edge(node, nr)`, `getptr()`) is spelled alike for both, so this is the
+// one place the versions differ.
+template <typename T, typename... Args>
+auto make_node(Args&&... args) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+  return c10::make_intrusive<T>(std::forward<Args>(args)...);
+#else
+  return std::make_shared<T>(std::forward<Args>(args)...);
+#endif
+}
 
 // Takes ownership of a tensor that Rust handed over.
 at::Tensor take(at::Tensor* t) {
@@ -299,7 +316,7 @@ remat_err remat_fn_apply(void* ctx, const char* name,
                   "' is not a defined tensor");
       raw_impls[i] = outputs[i]->unsafeGetTensorImpl();
     }
-    auto node = c10::make_intrusive<RustNode>(
+    auto node = make_node<RustNode>(
         ctx, name, torch::autograd::collect_next_edges(ins));
     *attached = 1;  // the node owns ctx now, even if what follows throws
     for (size_t i = 0; i < n_outputs; ++i) {
@@ -347,7 +364,7 @@ remat_err remat_grad_fn_saved(const remat_tensor* tensor, size_t i,
 remat_err remat_served_value(const remat_tensor* t, remat_tensor** out) {
   return guard([&] {
     at::Tensor data = t->tensor_data();
-    auto node = c10::make_intrusive<ServedNode>();
+    auto node = make_node<ServedNode>();
     auto nr = node->add_input_metadata(data);
     *out = new at::Tensor(torch::autograd::make_variable(data, Edge(node, nr)));
   });

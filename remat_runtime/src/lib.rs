@@ -26,8 +26,8 @@
 //! visible; `doc-only` builds without libtorch, for documentation only (tch's
 //! `doc-only`; the build script compiles no C++ bridge, so nothing links).
 //! The build finds libtorch as torch-sys does: `LIBTORCH`, or
-//! `LIBTORCH_USE_PYTORCH=1` in a Python environment with `torch==2.13.0`,
-//! and `LIBTORCH_CXX11_ABI`.
+//! `LIBTORCH_USE_PYTORCH=1` in a Python environment with `torch==2.13.0`
+//! (or 2.11.0, with tch 0.24), and `LIBTORCH_CXX11_ABI`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

@@ -19,9 +19,18 @@ use std::process::Command;
 /// The libtorch the kit is built against unless `--libtorch` says
 /// otherwise: the GPU machine of issue 21 has PyTorch 2.11.0+cu130, and
 /// libtorch's sonames carry no version, so binaries built against another
-/// release would load its libraries and fail. Until the 2.11 set-up is
-/// merged this is the workspace's own libtorch (`.libtorch`, 2.13).
-const DEFAULT_LIBTORCH: &str = ".libtorch";
+/// release would load its libraries and fail. It is built in the copy that
+/// `cargo xtask test --libtorch 2.11` uses, whose lock files hold tch 0.24
+/// (libtorch_range.rs).
+const DEFAULT_LIBTORCH: &str = "2.11";
+
+/// What the kit is built from: a libtorch, the sources (the repository, or
+/// the copy for another libtorch) and a build folder.
+struct Source {
+    torch: PathBuf,
+    root: PathBuf,
+    target: PathBuf,
+}
 
 /// The kit may not grow past this (what can be carried to the GPU machine).
 const MAX_KIT_BYTES: u64 = 60 << 20;
@@ -47,28 +56,52 @@ const SMOKE_SECONDS: &str = "600";
 
 pub fn gpu_kit(args: &[String]) -> Result<()> {
     let smoke = args.iter().any(|a| a == "--smoke");
-    let torch = match args.iter().position(|a| a == "--libtorch") {
-        Some(i) => libtorch_dir(
-            args.get(i + 1)
-                .ok_or("--libtorch needs a version or a folder")?,
-        )?,
-        // An exported LIBTORCH is taken as it is written: another spelling
-        // of the same folder would rebuild torch-sys.
-        None => match std::env::var_os("LIBTORCH") {
-            Some(dir) => PathBuf::from(dir),
-            None => libtorch_dir(DEFAULT_LIBTORCH)?,
-        },
+    let arg = match args.iter().position(|a| a == "--libtorch") {
+        Some(i) => args
+            .get(i + 1)
+            .ok_or("--libtorch needs a version or a folder")?
+            .as_str(),
+        None => DEFAULT_LIBTORCH,
     };
+    let source = source(arg)?;
     let kit = repo_root().join("target").join("gpu-kit");
-    build(&torch, &kit)?;
+    build(&source, &kit)?;
     if smoke {
-        smoke_run(&kit, &torch)?;
+        smoke_run(&kit, &source.torch)?;
     }
     Ok(())
 }
 
+/// The sources and build folder for `--libtorch arg`: another version of
+/// the supported set (`2.11`) builds in its pinned copy; 2.13 or a folder
+/// in the repository itself.
+fn source(arg: &str) -> Result<Source> {
+    if !repo_root().join(arg).join("lib").is_dir() && !super::TORCH_VERSION.starts_with(arg) {
+        let p = crate::libtorch_range::prepare(arg)?;
+        return Ok(Source {
+            torch: p.torch,
+            root: p.copy,
+            target: p.target,
+        });
+    }
+    let torch = libtorch_dir(arg)?;
+    let version = super::torch_version(&torch).unwrap_or_else(|| "unknown".into());
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => repo_root()
+            .join("target")
+            .join(format!("gpu-kit-build-{version}")),
+    };
+    Ok(Source {
+        torch,
+        root: repo_root(),
+        target,
+    })
+}
+
 /// The torch folder (headers, `lib/`, `version.py`) for `--libtorch`: a
-/// folder as given, or `2.13`/`2.13.0`, the workspace's own set-up.
+/// folder as given, or `2.13`/`2.13.0`, the workspace's own set-up
+/// (`2.11` goes through [`source`], to its pinned copy).
 fn libtorch_dir(arg: &str) -> Result<PathBuf> {
     let as_path = repo_root().join(arg);
     let dir = if as_path.join("lib").is_dir() {
@@ -92,19 +125,16 @@ fn libtorch_dir(arg: &str) -> Result<PathBuf> {
 
 /// Release builds with the `cuda` feature against `torch`, in a target
 /// folder of that libtorch's own (torch-sys rebuilds for another one).
-fn build(torch: &Path, kit: &Path) -> Result<()> {
+fn build(source: &Source, kit: &Path) -> Result<()> {
+    let torch = &source.torch;
     require_cuda_headers(torch)?;
     let version = super::torch_version(torch).unwrap_or_else(|| "unknown".into());
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo_root()
-            .join("target")
-            .join(format!("gpu-kit-build-{version}")),
-    };
+    let target = &source.target;
     let env = |cmd: &mut Command| {
-        cmd.env("LIBTORCH", torch)
+        cmd.current_dir(&source.root)
+            .env("LIBTORCH", torch)
             .env("LIBTORCH_CXX11_ABI", "1")
-            .env("CARGO_TARGET_DIR", &target);
+            .env("CARGO_TARGET_DIR", target);
     };
     let mut checks = cargo();
     checks.args([
@@ -136,8 +166,9 @@ fn build(torch: &Path, kit: &Path) -> Result<()> {
     env(&mut perf);
     let perf = executable_of(&mut perf, "perf")?;
     let mut train = cargo();
+    env(&mut train);
     train
-        .current_dir(repo_root().join("examples").join("train_gpt"))
+        .current_dir(source.root.join("examples").join("train_gpt"))
         .args([
             "build",
             "--release",
@@ -145,7 +176,6 @@ fn build(torch: &Path, kit: &Path) -> Result<()> {
             "cuda",
             "--message-format=json",
         ]);
-    env(&mut train);
     let train = executable_of(&mut train, "train_gpt")?;
 
     if kit.exists() {

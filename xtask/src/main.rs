@@ -11,7 +11,9 @@
 //! `torch_remat` into the same venv, and only it does. `soak` runs the long
 //! reliability checks, `leaks` the leak check alone. `package` checks that
 //! the crates as `cargo publish` would upload them build and run for a user
-//! (`package.rs`); `test` runs it last.
+//! (`package.rs`); `test` runs it last. `test --libtorch 2.11` runs the
+//! same tests against libtorch 2.11 (tch 0.24) in a copy of the repository
+//! whose lock file alone differs (`libtorch_range.rs`).
 
 use std::env;
 use std::fs;
@@ -20,6 +22,7 @@ use std::process::{Command, ExitCode};
 
 mod gloo;
 mod gpu_kit;
+mod libtorch_range;
 mod package;
 
 /// The libtorch version that tch 0.26 is written against.
@@ -28,7 +31,8 @@ const TORCH_VERSION: &str = "2.13.0";
 /// The Python peer the benchmark compares with (PyPI).
 const TORCH_REMAT_VERSION: &str = "0.2.0";
 
-/// The CUDA `crt/` headers matching torch 2.13.0's CUDA 13.0 wheels.
+/// The CUDA `crt/` headers matching the CUDA 13.0 wheels of torch 2.13.0
+/// and 2.11.0 (both bring nvidia-cuda-runtime 13.0.96).
 const CUDA_CRT: &str = "nvidia-cuda-crt==13.0.88";
 
 pub(crate) type Result<T> = std::result::Result<T, String>;
@@ -41,6 +45,12 @@ fn main() -> ExitCode {
             println!("libtorch {TORCH_VERSION} ready at {}", dir.display());
         }),
         "env" => setup().map(|dir| print!("{}", user_config(&dir))),
+        "test" if args.get(1).map(String::as_str) == Some("--libtorch") => {
+            libtorch_range::test(&args[2..])
+        }
+        // What `test --libtorch` runs in its copy of the repository, whose
+        // libtorch is set up already.
+        "test-suite" => test().and_then(|_| test_train_crate()),
         "test" => setup()
             .and_then(|_| test())
             .and_then(|_| test_train_crate())
@@ -62,6 +72,8 @@ fn main() -> ExitCode {
                  env    setup, then print the .cargo/config.toml of a crate that uses remat\n  \
                  test   setup, then every test, rustfmt and clippy, the training example \
                  and `package` (without its rust-version check unless REMAT_MSRV=1)\n  \
+                 test --libtorch 2.11  the same tests and training example against libtorch \
+                 2.11 (tch 0.24), in its own venv and target folder\n  \
                  package  package the three crates, build and run a fresh crate with \
                  `remat = \"0.1\"` against them, build their docs as docs.rs does, check \
                  them with the rust-version's compiler\n  \
@@ -99,7 +111,7 @@ fn repo_root() -> PathBuf {
 }
 
 /// `$REMAT_CACHE_DIR`, else `$XDG_CACHE_HOME/remat`, else `~/.cache/remat`.
-fn cache_dir() -> Result<PathBuf> {
+pub(crate) fn cache_dir() -> Result<PathBuf> {
     if let Some(dir) = env::var_os("REMAT_CACHE_DIR") {
         return Ok(PathBuf::from(dir));
     }
@@ -131,9 +143,9 @@ fn torch_version(torch: &Path) -> Option<String> {
     })
 }
 
-fn usable(torch: &Path) -> bool {
+fn usable(torch: &Path, version: &str) -> bool {
     let version_ok = torch_version(torch)
-        .map(|v| v == TORCH_VERSION || v.starts_with(&format!("{TORCH_VERSION}+")))
+        .map(|v| v == version || v.starts_with(&format!("{version}+")))
         .unwrap_or(false);
     version_ok && torch.join("lib").join("libtorch_cpu.so").is_file()
 }
@@ -151,15 +163,22 @@ pub(crate) fn run(cmd: &mut Command) -> Result<()> {
 }
 
 fn setup() -> Result<PathBuf> {
-    let base = cache_dir()?.join(format!("torch-{TORCH_VERSION}"));
-    let venv = base.join("venv");
-    let torch = match torch_dir_in(&venv).filter(|t| usable(t)) {
-        Some(torch) => torch,
-        None => install(&base, &venv)?,
-    };
-    cuda_headers(&venv, &torch);
+    let torch = install_torch(TORCH_VERSION)?;
     link_into_repo(&torch)?;
     gloo::setup(&cache_dir()?, &repo_root())?;
+    Ok(torch)
+}
+
+/// The `torch/` folder of `torch==version` in its own venv in the cache,
+/// installed unless it is there.
+fn install_torch(version: &str) -> Result<PathBuf> {
+    let base = cache_dir()?.join(format!("torch-{version}"));
+    let venv = base.join("venv");
+    let torch = match torch_dir_in(&venv).filter(|t| usable(t, version)) {
+        Some(torch) => torch,
+        None => install(&base, &venv, version)?,
+    };
+    cuda_headers(&venv, &torch);
     Ok(torch)
 }
 
@@ -193,10 +212,10 @@ fn cuda_headers(venv: &Path, torch: &Path) {
     }
 }
 
-fn install(base: &Path, venv: &Path) -> Result<PathBuf> {
+fn install(base: &Path, venv: &Path, version: &str) -> Result<PathBuf> {
     let python = env::var("REMAT_PYTHON").unwrap_or_else(|_| "python3".to_string());
     eprintln!(
-        "xtask setup: installing torch=={TORCH_VERSION} from PyPI into {} \
+        "xtask setup: installing torch=={version} from PyPI into {} \
          (about 4.7 GB, once per user)",
         venv.display()
     );
@@ -218,14 +237,14 @@ fn install(base: &Path, venv: &Path) -> Result<PathBuf> {
         "install",
         "--no-input",
         "--disable-pip-version-check",
-        &format!("torch=={TORCH_VERSION}"),
+        &format!("torch=={version}"),
     ]))
-    .map_err(|e| format!("{e}\n  the download of torch=={TORCH_VERSION} from PyPI failed"))?;
+    .map_err(|e| format!("{e}\n  the download of torch=={version} from PyPI failed"))?;
     let torch = torch_dir_in(venv)
         .ok_or_else(|| format!("pip finished but no torch package is in {}", venv.display()))?;
-    if !usable(&torch) {
+    if !usable(&torch, version) {
         return Err(format!(
-            "{} holds torch {:?}, not {TORCH_VERSION}",
+            "{} holds torch {:?}, not {version}",
             torch.display(),
             torch_version(&torch)
         ));
