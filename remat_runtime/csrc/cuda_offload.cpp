@@ -9,8 +9,8 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <map>
@@ -37,9 +37,11 @@ c10::cuda::CUDAStream side_stream(c10::DeviceIndex device) {
   return it->second;
 }
 
-// c10's device-generic event, not ATen's CUDAEvent: that header needs CUDA
-// headers the torch wheel does not ship, and c10's calls CUDA through
-// libc10_cuda, so remat links no CUDA runtime of its own.
+// c10's device-generic event and stream guard, not ATen's CUDAEvent or
+// c10's CUDAStreamGuard: the first needs CUDA headers the torch wheel does
+// not ship, the second inlines calls into the CUDA runtime (libtorch 2.11's
+// CUDAGuardImpl), and the generic ones reach CUDA through libc10_cuda, so
+// remat links no CUDA runtime of its own.
 c10::Event* as_event(void* event) { return static_cast<c10::Event*>(event); }
 
 std::unique_ptr<c10::Event> recorded_on(const c10::cuda::CUDAStream& stream) {
@@ -63,7 +65,7 @@ remat_err remat_cuda_copy_out(const remat_tensor* src, remat_tensor** out,
     at::Tensor host = at::empty(
         src->sizes(), src->options().device(at::kCPU).pinned_memory(true));
     {
-      c10::cuda::CUDAStreamGuard on_side(side);
+      c10::StreamGuard on_side(side.unwrap());
       host.copy_(*src, /*non_blocking=*/true);
     }
     // `src` may be freed before the copy ran: its block is not reused
@@ -83,7 +85,7 @@ remat_err remat_cuda_copy_back(const remat_tensor* host, int device,
     as_event(after)->block(side.unwrap());
     at::Tensor back;
     {
-      c10::cuda::CUDAStreamGuard on_side(side);
+      c10::StreamGuard on_side(side.unwrap());
       back = at::empty(host->sizes(),
                        host->options().device(
                            at::Device(at::kCUDA,
