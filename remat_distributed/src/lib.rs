@@ -6,8 +6,9 @@
 //!
 //! ```no_run
 //! use remat_distributed::{DdpOptions, DistributedDataParallel, ProcessGroup, ReduceOp};
-//! # fn model_loss() -> tch::Tensor { unimplemented!() }
 //! # let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+//! # let w = vs.root().randn("w", &[4, 4], 0.0, 1.0);
+//! # let model_loss = || (&w * 2.0).sum(tch::Kind::Float);
 //! // Under torchrun (or RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by hand):
 //! let group = ProcessGroup::from_env()?;
 //! let ddp = DistributedDataParallel::from_var_store(&group, &vs, DdpOptions::default())?;
