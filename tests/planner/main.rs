@@ -38,6 +38,18 @@ pub fn grads(s: &Setup) -> Vec<tch::Tensor> {
         .collect()
 }
 
+/// Asserts every parameter's gradient equals `expected`'s, bit for bit.
+pub fn assert_grads(s: &Setup, expected: &[tch::Tensor], what: &str) {
+    for ((name, _), (g, e)) in s
+        .model
+        .named_parameters()
+        .iter()
+        .zip(grads(s).iter().zip(expected))
+    {
+        common::assert_bitwise(g, e, &format!("{name} under {what}"));
+    }
+}
+
 /// What the planner tests ask of the reference model's setup.
 pub trait Planned {
     fn profile(&self) -> Profile;

@@ -5,7 +5,7 @@
 //! file format, and a profile taken without offload never offloads.
 
 use crate::common::assert_bitwise;
-use crate::{grads, serial, Planned, Setup};
+use crate::{assert_grads, grads, serial, Planned, Setup};
 use remat::diagnostics::{saved_tensors_report, track_saved_tensors};
 use remat::planner::{self, measure_kept_bytes, Plan, PolicyTable};
 use remat::Policy;
@@ -24,14 +24,7 @@ fn run(s: &Setup, table: &PolicyTable, expected: &[tch::Tensor], what: &str) -> 
         .scope(|| s.loss(ModelPolicy::Auto))
         .unwrap()
         .backward();
-    for ((name, _), (g, e)) in s
-        .model
-        .named_parameters()
-        .iter()
-        .zip(grads(s).iter().zip(expected))
-    {
-        assert_bitwise(g, e, &format!("{name} under {what}"));
-    }
+    assert_grads(s, expected, what);
     (kept, offloaded)
 }
 

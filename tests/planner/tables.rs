@@ -1,8 +1,7 @@
 //! Policy tables over the reference model (docs/policies.md): a table
 //! reproduces each hand policy exactly, and a plan's table the plan.
 
-use crate::common::assert_bitwise;
-use crate::{grads, serial, Planned, Setup};
+use crate::{assert_grads, grads, serial, Planned, Setup};
 use remat::planner::PolicyTable;
 use remat::planner::{self, measure_kept_bytes, Plan};
 use remat::Policy;
@@ -35,14 +34,7 @@ fn check(s: &Setup, table: &PolicyTable, expected: &[tch::Tensor], bytes: i64, w
         .scope(|| s.loss(ModelPolicy::Auto))
         .unwrap()
         .backward();
-    for ((name, _), (g, e)) in s
-        .model
-        .named_parameters()
-        .iter()
-        .zip(grads(s).iter().zip(expected))
-    {
-        assert_bitwise(g, e, &format!("{name} under {what}"));
-    }
+    assert_grads(s, expected, what);
 }
 
 #[test]
