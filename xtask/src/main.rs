@@ -24,6 +24,7 @@ mod gloo;
 mod gpu_kit;
 mod libtorch_range;
 mod package;
+mod timing;
 
 /// The libtorch version that tch 0.26 is written against.
 const TORCH_VERSION: &str = "2.13.0";
@@ -50,14 +51,27 @@ fn main() -> ExitCode {
         }
         // What `test --libtorch` runs in its copy of the repository, whose
         // libtorch is set up already.
-        "test-suite" => test().and_then(|_| test_train_crate()),
-        "test" => setup()
-            .and_then(|_| test())
-            .and_then(|_| test_train_crate())
-            // The rust-version check installs a second toolchain (minutes on
-            // a fresh machine): `cargo xtask package` runs it, `test` skips it
-            // unless REMAT_MSRV=1.
-            .and_then(|_| package::package(std::env::var_os("REMAT_MSRV").is_some())),
+        "test-suite" => {
+            let outcome =
+                test().and_then(|_| timing::part("the training example", test_train_crate));
+            timing::print_table();
+            outcome
+        }
+        "test" => {
+            let outcome = timing::part("libtorch's set-up", setup)
+                .and_then(|_| test())
+                .and_then(|_| timing::part("the training example", test_train_crate))
+                // The rust-version check installs a second toolchain (minutes
+                // on a fresh machine): `cargo xtask package` runs it, `test`
+                // skips it unless REMAT_MSRV=1.
+                .and_then(|_| {
+                    timing::part("the packages", || {
+                        package::package(std::env::var_os("REMAT_MSRV").is_some())
+                    })
+                });
+            timing::print_table();
+            outcome
+        }
         "package" => setup().and_then(|_| package::package(true)),
         "demo" => setup().and_then(|_| demo()),
         "leaks" => setup().and_then(|_| leaks()),
@@ -355,7 +369,7 @@ fn test() -> Result<()> {
     for step in TEST_STEPS {
         if step.what == "formatting" {
             // Before the lints: the leak check reruns test binaries.
-            leaks()?;
+            timing::part("the leak check", leaks)?;
         }
         let env: Vec<String> = step.env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
         eprintln!(
@@ -364,7 +378,9 @@ fn test() -> Result<()> {
             env.concat(),
             step.args.join(" ")
         );
-        run(cargo().args(step.args).envs(step.env.iter().copied()))?;
+        timing::part(step.what, || {
+            run(cargo().args(step.args).envs(step.env.iter().copied()))
+        })?;
     }
     eprintln!("xtask test: all {} steps passed", TEST_STEPS.len());
     Ok(())
