@@ -73,7 +73,7 @@ pub(super) struct Callbacks {
     pub cuda_alloc_context: unsafe extern "C" fn(buf: *mut c_char, cap: usize) -> usize,
 }
 
-extern "C" {
+unsafe extern "C" {
     pub(super) fn remat_bridge_init(callbacks: *const Callbacks);
     pub(super) fn remat_string_free(s: *mut c_char);
     pub(super) fn remat_error_set(err: *mut c_void, msg: *const c_char, len: usize);

@@ -13,7 +13,11 @@
 //!   concrete type and with it `Capture` (`capture` not found, or "cannot be
 //!   captured by a checkpoint"). Return `impl ModuleT + Capture` or the
 //!   concrete type (`nn::SequentialT`), or wrap the call:
-//!   `Shared::new(helper(..))`, whose captures share the one module.
+//!   `Shared::new(helper(..))`, whose captures share the one module. In a
+//!   crate of edition 2024, where such a return type captures the borrow of
+//!   the `nn::Path`, write `impl ModuleT + use<>` so that the module can
+//!   move into a checkpoint (the example below is edition 2021, as tch's
+//!   code is).
 //! - **A closure layer that borrows** (`nn::func(|x| x.matmul(&self.w))`) is
 //!   refused ([`LayerFn`]): replay runs after the code that built the model
 //!   returned, so the closure owns what it uses (`move` a shallow clone in).
@@ -24,7 +28,7 @@
 //!   `ModuleT` when the module is one: `seq_t().add(Shared::new(m))`, and in
 //!   `seq()` (which takes `Module`s) `add_fn(move |xs| m.forward(xs))`.
 //!
-//! ```
+//! ```edition2021
 //! use remat_runtime::{checkpoint, nn::{self, ModuleT, Shared}, Capture};
 //!
 //! fn stem(vs: &nn::Path) -> impl ModuleT + Capture {

@@ -368,7 +368,7 @@ fn by_rule(
             }
             let beaten: Vec<i64> = stairs
                 .range(bytes..)
-                .take_while(|(_, &low)| low >= e.low)
+                .take_while(|&(_, &low)| low >= e.low)
                 .map(|(&b, _)| b)
                 .collect();
             for b in beaten {
