@@ -28,6 +28,15 @@ struct remat_dist_group {
   std::chrono::milliseconds timeout;
 };
 
+#ifdef REMAT_NCCL
+// nccl.cpp: c10d's ProcessGroupNCCL over `store`.
+namespace remat_nccl {
+c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Store>& store,
+                                               int rank, int world_size,
+                                               std::chrono::milliseconds timeout);
+}
+#endif
+
 using Clock = std::chrono::steady_clock;
 
 // What one backward did, written by hooks on autograd's and Gloo's threads
@@ -140,7 +149,7 @@ extern "C" {
 void remat_dist_string_free(char* s) { std::free(s); }
 
 remat_dist_err remat_dist_group_new(const char* host, uint16_t port, int rank, int world_size,
-                                    int64_t timeout_ms, const char* device_host,
+                                    int64_t timeout_ms, const char* device_host, int nccl,
                                     remat_dist_group** out) {
   return guard([&] {
     std::chrono::milliseconds timeout(timeout_ms);
@@ -160,6 +169,16 @@ remat_dist_err remat_dist_group_new(const char* host, uint16_t port, int rank, i
     auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world_size);
     pg->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
     pg->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
+    if (nccl != 0) {
+#ifdef REMAT_NCCL
+      // CUDA tensors go to NCCL, CPU ones (a barrier's, say) stay on Gloo.
+      auto cuda = remat_nccl::make_backend(store, rank, world_size, timeout);
+      pg->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
+      pg->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, cuda);
+#else
+      TORCH_CHECK(false, "remat_distributed was built without the `cuda` feature");
+#endif
+    }
     *out = new remat_dist_group{store, pg, timeout};
   });
 }

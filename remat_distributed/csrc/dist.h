@@ -26,8 +26,10 @@ void remat_dist_string_free(char* s);
 // Joins the group: rank 0 hosts the TCPStore at host:port, every rank
 // connects to it, then Gloo connects every pair through the store. Gloo's
 // device binds to `device_host` (an address or host name of this machine).
+// With `nccl` (only in a build with the `cuda` feature), CUDA tensors are
+// reduced by NCCL, CPU ones still by Gloo.
 remat_dist_err remat_dist_group_new(const char* host, uint16_t port, int rank, int world_size,
-                                    int64_t timeout_ms, const char* device_host,
+                                    int64_t timeout_ms, const char* device_host, int nccl,
                                     remat_dist_group** out);
 void remat_dist_group_free(remat_dist_group* g);
 

@@ -24,6 +24,7 @@ extern "C" {
         world_size: c_int,
         timeout_ms: i64,
         device_host: *const c_char,
+        nccl: c_int,
         out: *mut *mut RawGroup,
     ) -> DistErr;
     pub(crate) fn remat_dist_group_free(g: *mut RawGroup);

@@ -44,6 +44,7 @@ impl Group {
         world_size: i32,
         timeout_ms: i64,
         device_host: &str,
+        nccl: bool,
     ) -> Result<Group, String> {
         let host = c_string(host)?;
         let device_host = c_string(device_host)?;
@@ -58,6 +59,7 @@ impl Group {
                 world_size,
                 timeout_ms,
                 device_host.as_ptr(),
+                nccl as _,
                 &mut out,
             )
         })?;

@@ -5,6 +5,7 @@
 
 mod faults;
 mod launch;
+mod nccl;
 mod overlap;
 mod training;
 
