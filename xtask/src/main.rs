@@ -565,7 +565,9 @@ fn train_cargo() -> Command {
 /// clippy and unit tests, and trains a few steps under every policy and under
 /// a plan for a memory budget, in fp32 and under CPU bf16 autocast, failing
 /// unless the losses of all runs of a precision are bitwise equal at every
-/// step and the plan's predicted bytes are measured.
+/// step and the plan's predicted bytes are measured; then trains a few steps
+/// on 2 ranks (`--ranks 2 --check`), failing unless the ranks' parameters
+/// are bitwise equal after every step.
 fn test_train_crate() -> Result<()> {
     let steps: Vec<(&str, Vec<&str>)> = vec![
         (
