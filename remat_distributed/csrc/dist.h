@@ -26,8 +26,10 @@ void remat_dist_string_free(char* s);
 // Joins the group: rank 0 hosts the TCPStore at host:port, every rank
 // connects to it, then Gloo connects every pair through the store. Gloo's
 // device binds to `device_host` (an address or host name of this machine).
+// With `nccl` (only in a build with the `cuda` feature), CUDA tensors are
+// reduced by NCCL, CPU ones still by Gloo.
 remat_dist_err remat_dist_group_new(const char* host, uint16_t port, int rank, int world_size,
-                                    int64_t timeout_ms, const char* device_host,
+                                    int64_t timeout_ms, const char* device_host, int nccl,
                                     remat_dist_group** out);
 void remat_dist_group_free(remat_dist_group* g);
 
@@ -47,13 +49,27 @@ remat_dist_err remat_dist_reducer_new(remat_dist_group* g, remat_dist_tensor* co
                                       remat_dist_reducer** out);
 remat_dist_err remat_dist_reducer_free(remat_dist_reducer* r);
 // What Python's DDP does at the start of a forward (rebuild_buckets) and
-// after it (prepare_for_backward with the outputs).
+// after it (prepare_for_backward; the outputs are searched for unused
+// parameters with find_unused and no static graph, and with a static graph
+// its first backward reduces every bucket when it ends).
 remat_dist_err remat_dist_reducer_rebuild_buckets(remat_dist_reducer* r);
 remat_dist_err remat_dist_reducer_prepare(remat_dist_reducer* r, remat_dist_tensor* const* outputs,
                                           size_t n);
 // The buckets as parameter indices: writes up to `cap` indices (bucket
 // after bucket) into `idx` and each bucket's length into `lens` (up to
 // `lens_cap`); returns the bucket count in *n_buckets.
+// After the next gradient of `t` is computed, how many buckets had been
+// launched (read back with remat_dist_reducer_stats). `t` must require grad.
+remat_dist_err remat_dist_reducer_watch(remat_dist_reducer* r, remat_dist_tensor* t);
+// The backward since the last prepare: each parameter's reports (runs of its
+// AccumulateGrad node) into `reports` (n_params), each launched bucket's
+// launch and completion ns into `launches` (pairs, up to launch_cap pairs;
+// completion -1 while running), and each watched tensor's count of launched
+// buckets into `watched` (up to watch_cap). The counts go to *n_launches and
+// *n_watched.
+remat_dist_err remat_dist_reducer_stats(remat_dist_reducer* r, int64_t* reports, size_t n_params,
+                                        int64_t* launches, size_t launch_cap, size_t* n_launches,
+                                        int64_t* watched, size_t watch_cap, size_t* n_watched);
 remat_dist_err remat_dist_reducer_buckets(remat_dist_reducer* r, size_t* idx, size_t cap,
                                           size_t* lens, size_t lens_cap, size_t* n_buckets);
 

@@ -1,9 +1,10 @@
 //! Data-parallel gradients through c10d's `Reducer` (docs/semantics.md,
-//! W4-W7).
+//! W4-W7, W9).
 
 use crate::bridge;
 use crate::error::{Error, Result};
 use crate::group::ProcessGroup;
+use crate::stats::BackwardStats;
 use tch::Tensor;
 
 /// How [`DistributedDataParallel`] buckets and reduces gradients; the
@@ -20,8 +21,10 @@ pub struct DdpOptions {
     /// Marks parameters the outputs do not reach as ready each step, so
     /// that a step that leaves some unused still finishes (W6).
     pub find_unused_parameters: bool,
-    /// The set of used parameters and their order never change: c10d may
-    /// then skip the search and rebuild buckets once.
+    /// The set of used parameters and their order never change, as
+    /// PyTorch's `static_graph=True`: the first backward finds the unused
+    /// parameters and reduces every bucket when it ends; later ones mark
+    /// those parameters ready at once, without a search (rule W7).
     pub static_graph: bool,
 }
 
@@ -137,17 +140,33 @@ impl DistributedDataParallel {
     }
 
     /// Tells the Reducer a backward from `outputs` follows; with
-    /// `find_unused_parameters` it searches their graph for parameters no
-    /// output reaches (W6, W7). [`forward`](Self::forward) calls it.
+    /// `find_unused_parameters` (and no static graph) it searches their
+    /// graph for parameters no output reaches (W6, W7).
+    /// [`forward`](Self::forward) calls it.
     pub fn prepare_for_backward(&self, outputs: &[&Tensor]) -> Result<()> {
-        let outputs: &[&Tensor] = if self.options.find_unused_parameters {
-            outputs
-        } else {
-            &[]
-        };
         self.reducer
             .prepare_for_backward(outputs)
             .map_err(Error::Collective)
+    }
+
+    /// Notes, when autograd next computes `t`'s gradient, how many buckets
+    /// had been launched ([`BackwardStats::watched`]): watching a value
+    /// whose gradient comes late in backward, such as the model's input,
+    /// shows whether communication overlaps backward (rule W9). `t` must
+    /// require grad.
+    pub fn watch(&self, t: &Tensor) -> Result<()> {
+        self.reducer.watch(t).map_err(Error::Config)
+    }
+
+    /// What the backward after the last [`forward`](Self::forward) has done
+    /// so far: reports per parameter, buckets launched and completed,
+    /// watched tensors (rule W9).
+    pub fn last_backward(&self) -> Result<BackwardStats> {
+        let (reports, launches, watched) = self
+            .reducer
+            .stats(self.params.len())
+            .map_err(Error::Collective)?;
+        Ok(BackwardStats::from_raw(reports, launches, watched))
     }
 
     /// The parameters, in the order given.

@@ -42,12 +42,9 @@ impl ProcessGroup {
     /// [`Error::Init`] after `opts.timeout` (docs/semantics.md, rule W2).
     pub fn init(opts: &InitOptions) -> Result<ProcessGroup> {
         let device_host = opts.validate()?;
-        if opts.backend == Backend::Nccl {
-            return Err(Error::NotBuilt(
-                "the NCCL backend is not built into remat_distributed yet: use Backend::Gloo \
-                 (CPU tensors)"
-                    .into(),
-            ));
+        let nccl = opts.backend == Backend::Nccl;
+        if nccl {
+            nccl_usable()?;
         }
         let timeout_ms = i64::try_from(opts.timeout.as_millis()).unwrap_or(i64::MAX);
         let raw = bridge::Group::new(
@@ -57,6 +54,7 @@ impl ProcessGroup {
             opts.world_size as i32,
             timeout_ms,
             &device_host,
+            nccl,
         )
         .map_err(|e| Error::Init(init_message(opts, &e)))?;
         Ok(ProcessGroup {
@@ -131,6 +129,35 @@ impl ProcessGroup {
             self.opts.timeout
         ))
     }
+}
+
+/// Whether `Backend::Nccl` can form a group here: a build with the `cuda`
+/// feature and a visible CUDA device (docs/semantics.md, rule W2).
+fn nccl_usable() -> Result<()> {
+    if !cfg!(feature = "cuda") {
+        return Err(Error::NotBuilt(
+            "remat_distributed was built without the `cuda` feature, which Backend::Nccl needs: \
+             build with `--features cuda` (against a CUDA libtorch), or use Backend::Gloo (CPU \
+             tensors)"
+                .into(),
+        ));
+    }
+    if !tch::Cuda::is_available() {
+        return Err(Error::Config(
+            "NCCL needs a CUDA device; none is visible: run on a machine with a GPU (check \
+             CUDA_VISIBLE_DEVICES), or use Backend::Gloo (CPU tensors)"
+                .into(),
+        ));
+    }
+    if !cfg!(remat_nccl) {
+        return Err(Error::NotBuilt(format!(
+            "remat_distributed was built with the `cuda` feature but without NCCL: its build \
+             found no {}. Install the torch wheel's nvidia-nccl and nvidia-cuda-cccl packages \
+             (or set CCCL_INCLUDE or CUDA_HOME) and rebuild",
+            option_env!("REMAT_NCCL_MISSING").unwrap_or("headers")
+        )));
+    }
+    Ok(())
 }
 
 fn init_message(opts: &InitOptions, cause: &str) -> String {

@@ -10,8 +10,11 @@ use std::time::Duration;
 pub enum Backend {
     /// Gloo, on CPU tensors.
     Gloo,
-    /// NCCL, on CUDA tensors: not built yet (joining returns
-    /// [`Error::NotBuilt`]).
+    /// NCCL, on CUDA tensors (CPU tensors still go to Gloo), in a build
+    /// with the `cuda` feature on a machine with a CUDA device; otherwise
+    /// joining returns [`Error::NotBuilt`] or [`Error::Config`]
+    /// (docs/semantics.md, rule W2). Each rank uses the device its tensors
+    /// are on: `LOCAL_RANK`'s, by convention.
     Nccl,
 }
 

@@ -24,8 +24,10 @@ mod ddp;
 mod error;
 mod group;
 mod init;
+mod stats;
 
 pub use ddp::{DdpOptions, DistributedDataParallel};
 pub use error::{Error, Result};
 pub use group::{ProcessGroup, ReduceOp};
 pub use init::{Backend, InitOptions, DEFAULT_TIMEOUT};
+pub use stats::{BackwardStats, BucketLaunch};

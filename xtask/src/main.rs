@@ -534,14 +534,22 @@ fn train_small_all(out: &str, cargo_flags: &[&str], flags: &[&str]) -> Result<()
 
 /// The `.cargo/config.toml` that points a crate's torch-sys at `torch`.
 fn user_config(torch: &Path) -> String {
+    // The folder the `.gloo` link `setup` made points into (in the cache).
+    let gloo = repo_root().join(".gloo").join("include");
+    let gloo = fs::canonicalize(&gloo).unwrap_or(gloo);
     format!(
         "# .cargo/config.toml of a crate that depends on remat (from `cargo xtask env`):\n\
          # torch-sys builds against the libtorch {TORCH_VERSION} that `cargo xtask setup`\n\
          # installed. Your build.rs gives binaries an rpath to it (see the README).\n\
          [env]\n\
          LIBTORCH = {:?}\n\
-         LIBTORCH_CXX11_ABI = \"1\"\n",
-        torch.display().to_string()
+         LIBTORCH_CXX11_ABI = \"1\"\n\
+         # Only with remat_distributed (data-parallel training): Gloo's headers, which\n\
+         # libtorch does not ship; these are the ones `cargo xtask setup` fetched\n\
+         # (or install libgloo-dev and leave this out).\n\
+         GLOO_INCLUDE = {:?}\n",
+        torch.display().to_string(),
+        gloo.display().to_string()
     )
 }
 
@@ -573,7 +581,9 @@ fn train_cargo() -> Command {
 /// clippy and unit tests, and trains a few steps under every policy and under
 /// a plan for a memory budget, in fp32 and under CPU bf16 autocast, failing
 /// unless the losses of all runs of a precision are bitwise equal at every
-/// step and the plan's predicted bytes are measured.
+/// step and the plan's predicted bytes are measured; then trains a few steps
+/// on 2 ranks (`--ranks 2 --check`), failing unless the ranks' parameters
+/// are bitwise equal after every step.
 fn test_train_crate() -> Result<()> {
     let steps: Vec<(&str, Vec<&str>)> = vec![
         (
@@ -603,6 +613,42 @@ fn test_train_crate() -> Result<()> {
     train_smoke("off", "train_gpt_smoke")?;
     train_smoke("bf16", "train_gpt_smoke_bf16")?;
     train_table_smoke()?;
+    // Data-parallel (docs/distributed.md): two ranks of train_gpt on this
+    // machine over a loopback store, a few steps of `none`, `full` and a
+    // plan (the budget lies between full's and none's bytes on a rank's
+    // one-row shard), failing unless both ranks hold the same parameters
+    // bit for bit after every step and the policies' losses are equal.
+    // REMAT_DIST_TIMEOUT bounds every wait for a peer, and a failed rank
+    // stops the other, so the step cannot hang.
+    let out = repo_root().join("target").join("train_gpt_smoke_ranks");
+    let out = out.to_str().ok_or("the repository path is not UTF-8")?;
+    let args = [
+        "run",
+        "--release",
+        "--quiet",
+        "--",
+        "--config",
+        "small",
+        "--ranks",
+        "2",
+        "--policy",
+        "none,full",
+        "--budget",
+        "250KiB",
+        "--steps",
+        "4",
+        "--threads",
+        "1",
+        "--check",
+        "--out",
+        out,
+    ];
+    eprintln!(
+        "xtask test: the training example on 2 ranks (Gloo over loopback), parameters bitwise \
+         equal across ranks after every step: cargo {}",
+        args.join(" ")
+    );
+    run(train_cargo().env("REMAT_DIST_TIMEOUT", "60").args(args))?;
     eprintln!("xtask test: the training example passed");
     Ok(())
 }

@@ -17,11 +17,13 @@
 mod block_report;
 mod budget;
 mod corpus;
+mod data_parallel;
 mod format;
 mod options;
 mod plot;
 mod policy_table;
 mod protocol;
+mod ranks;
 mod table;
 mod train;
 
@@ -80,6 +82,10 @@ fn parent(opts: &Options) -> Result<(), String> {
         corpus.train.len(),
         corpus.val.len()
     );
+    let ranks = ranks::Ranks::of(opts)?;
+    if let Some(line) = ranks.describe() {
+        println!("{line}");
+    }
     let policies = opts.policies();
     if policies.contains(&ModelPolicy::Auto) && !opts.has_table() {
         opts.budget()?;
@@ -89,15 +95,31 @@ fn parent(opts: &Options) -> Result<(), String> {
     let mut order = policies.clone();
     order.sort_by_key(|&p| p != ModelPolicy::Auto);
     let mut results = Vec::new();
+    let mut per_rank = Vec::new();
     for (i, &policy) in order.iter().enumerate() {
         eprintln!(
-            "[{}/{}] {}: training in a process of its own",
+            "[{}/{}] {}: training in a process of its own{}",
             i + 1,
             order.len(),
-            policy_name(policy)
+            policy_name(policy),
+            if ranks == ranks::Ranks::One {
+                ""
+            } else {
+                " per rank"
+            }
         );
-        results.push(run_child(opts, policy, threshold.as_deref())?);
+        if ranks == ranks::Ranks::One {
+            results.push(run_child(opts, policy, threshold.as_deref())?);
+        } else {
+            let base = || child_command(threshold.as_deref());
+            let runs = ranks::run_policy(opts, &ranks, policy, &base)?;
+            // The table's row: the first rank here (rank 0 on its machine);
+            // its logged losses are the ranks' mean.
+            results.push(runs[0].1.clone());
+            per_rank.push((policy, runs));
+        }
     }
+    per_rank.sort_by_key(|(p, _)| policies.iter().position(|q| q == p));
     results.sort_by_key(|r| policies.iter().position(|&p| p == r.policy));
 
     let table = table::table(&results);
@@ -115,6 +137,13 @@ fn parent(opts: &Options) -> Result<(), String> {
          (checkpoints plus saves outside them, checkpoint inputs included)\n{rss_note}",
         train::eval_batches(cfg)
     );
+    let rank_table = (!per_rank.is_empty()).then(|| ranks::table(&per_rank));
+    if let Some(t) = &rank_table {
+        println!(
+            "\nper rank: peak resident (VmHWM), median step, communication (time some bucket's \
+             all-reduce was in flight in c10d, over step time)\n{t}"
+        );
+    }
     let planned = match results.iter().find(|r| r.policy == ModelPolicy::Auto) {
         Some(_) if opts.has_table() => {
             println!("\nauto: trained under the policy table of the command line");
@@ -162,8 +191,14 @@ fn parent(opts: &Options) -> Result<(), String> {
     let table_path = opts.out.join("table.txt");
     plot::memory_and_time(&memory, &results, &title)?;
     plot::losses(&losses, &results, &title)?;
-    std::fs::write(&table_path, format!("{title}\n\n{table}\n{rss_note}\n"))
-        .map_err(|e| format!("cannot write {}: {e}", table_path.display()))?;
+    let rank_note = rank_table
+        .map(|t| format!("\nper rank:\n{t}"))
+        .unwrap_or_default();
+    std::fs::write(
+        &table_path,
+        format!("{title}\n\n{table}\n{rss_note}\n{rank_note}"),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", table_path.display()))?;
     println!("\nplots: {}\n       {}", memory.display(), losses.display());
     println!("table: {}", table_path.display());
     match agreement.and(flat).and(planned.unwrap_or(Ok(()))) {
@@ -228,20 +263,27 @@ fn plan_report(
     })
 }
 
+/// This program, to run as a child (arguments to come), with the malloc
+/// setting every child's peak resident memory is measured under.
+fn child_command(threshold: Option<&str>) -> Result<Command, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let mut cmd = Command::new(exe);
+    if threshold.is_none() {
+        cmd.env("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD);
+    }
+    Ok(cmd)
+}
+
 /// Trains `policy` in a fresh process of this program and reads its report.
 fn run_child(
     opts: &Options,
     policy: ModelPolicy,
     threshold: Option<&str>,
 ) -> Result<protocol::RunResult, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = child_command(threshold)?;
     cmd.args(opts.child_args(policy))
         .stdin(Stdio::null())
         .stderr(Stdio::inherit());
-    if threshold.is_none() {
-        cmd.env("MALLOC_MMAP_THRESHOLD_", MMAP_THRESHOLD);
-    }
     let output = cmd
         .output()
         .map_err(|e| format!("cannot start the {} run: {e}", policy_name(policy)))?;

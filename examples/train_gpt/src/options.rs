@@ -16,9 +16,10 @@ use tch::{Device, Kind};
 #[derive(Parser, Clone, Debug)]
 #[command(version, about)]
 pub struct Options {
-    /// Checkpointing policy, or `all` for each in turn.
-    #[arg(long, value_enum, default_value = "all")]
-    pub policy: PolicyArg,
+    /// Checkpointing policy, or `all` for each in turn; several, comma
+    /// separated (`none,full`), train each in turn.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
+    pub policy: Vec<PolicyArg>,
     /// Model size (docs/reference-model.md): small D=64 L=2, medium D=256 L=4,
     /// deep D=256 L=32.
     #[arg(long, value_enum, default_value = "small")]
@@ -83,6 +84,27 @@ pub struct Options {
     /// device needs a build with the `cuda` feature and a visible GPU.
     #[arg(long, value_parser = device_arg, default_value = "cpu", value_name = "DEVICE")]
     pub device: Device,
+    /// Data-parallel on this machine: each policy trains on N ranks, N
+    /// processes joined through a loopback store on a free port, rank r
+    /// training on rows r, r+N, ... of every batch through
+    /// remat_distributed's DDP (the same global batch as one rank).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub ranks: usize,
+    /// Join a data-parallel run that spans machines as this rank (with
+    /// --world-size, --master-addr, --master-port). Without it, torchrun's
+    /// RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are read when set.
+    #[arg(long, value_name = "R")]
+    pub rank: Option<usize>,
+    /// The ranks of the whole run, over all machines (with --rank).
+    #[arg(long, value_name = "N")]
+    pub world_size: Option<usize>,
+    /// Rank 0's address, where its store listens (with --rank).
+    #[arg(long, value_name = "ADDR")]
+    pub master_addr: Option<String>,
+    /// The store's port on rank 0 (with --rank; the same for each policy's
+    /// run, one after the other).
+    #[arg(long, value_name = "PORT")]
+    pub master_port: Option<u16>,
     /// Train the one given policy in this process and print machine-readable
     /// results (used by the parent process).
     #[arg(long, hide = true)]
@@ -173,15 +195,23 @@ impl Options {
     /// The policies to train, in table order: `--budget` adds the planned
     /// run (`ModelPolicy::Auto`) last.
     pub fn policies(&self) -> Vec<ModelPolicy> {
-        let mut policies = match self.policy {
-            PolicyArg::None => vec![ModelPolicy::None],
-            PolicyArg::Full => vec![ModelPolicy::Full],
-            PolicyArg::Selective => vec![ModelPolicy::Selective],
-            PolicyArg::SaveMlp => vec![ModelPolicy::SaveMlp],
-            PolicyArg::All => POLICIES.to_vec(),
-            PolicyArg::Auto => vec![],
-        };
-        if self.budget.is_some() || self.has_table() || self.policy == PolicyArg::Auto {
+        let mut policies: Vec<ModelPolicy> = Vec::new();
+        for arg in &self.policy {
+            let named = match arg {
+                PolicyArg::None => vec![ModelPolicy::None],
+                PolicyArg::Full => vec![ModelPolicy::Full],
+                PolicyArg::Selective => vec![ModelPolicy::Selective],
+                PolicyArg::SaveMlp => vec![ModelPolicy::SaveMlp],
+                PolicyArg::All => POLICIES.to_vec(),
+                PolicyArg::Auto => vec![],
+            };
+            for p in named {
+                if !policies.contains(&p) {
+                    policies.push(p);
+                }
+            }
+        }
+        if self.budget.is_some() || self.has_table() || self.policy.contains(&PolicyArg::Auto) {
             policies.push(ModelPolicy::Auto);
         }
         policies
@@ -259,6 +289,44 @@ impl Options {
 }
 
 /// `--budget`'s value, read as the planner reads sizes.
+impl Options {
+    /// A data-parallel child's arguments: `child_args` plus its place in
+    /// the group; with `shared_out` (ranks sharing a machine) ranks other
+    /// than 0 write under `<out>/rank<R>`, so that no two write the same
+    /// plan file; `--check`
+    /// makes the child compare parameters across ranks after each step.
+    pub fn rank_args(
+        &self,
+        policy: ModelPolicy,
+        rank: usize,
+        world: usize,
+        addr: &str,
+        port: u16,
+        shared_out: bool,
+    ) -> Vec<String> {
+        let mut args: Vec<String> = self
+            .child_args(policy)
+            .into_iter()
+            .filter(|a| !a.starts_with("--out="))
+            .collect();
+        let out = match rank {
+            r if shared_out && r > 0 => self.out.join(format!("rank{r}")),
+            _ => self.out.clone(),
+        };
+        args.push(format!("--out={}", out.display()));
+        args.extend([
+            format!("--rank={rank}"),
+            format!("--world-size={world}"),
+            format!("--master-addr={addr}"),
+            format!("--master-port={port}"),
+        ]);
+        if self.check {
+            args.push("--check".into());
+        }
+        args
+    }
+}
+
 fn budget_bytes(text: &str) -> Result<i64, String> {
     match parse_bytes(text) {
         Ok(bytes) if bytes > 0 => Ok(bytes),
@@ -421,5 +489,30 @@ mod tests {
         assert!(err.contains("is not a size"), "{err}");
         assert!(parse(&["--budget", "0"]).is_err());
         assert!(parse(&["--peak"]).is_err(), "--peak without --budget");
+    }
+
+    #[test]
+    fn a_policy_list_trains_each_named_policy_once() {
+        let opts = parse(&["--policy", "none,full,none", "--budget", "1MiB"]).unwrap();
+        assert_eq!(
+            opts.policies(),
+            [ModelPolicy::None, ModelPolicy::Full, ModelPolicy::Auto]
+        );
+    }
+
+    #[test]
+    fn rank_args_place_the_child_in_the_group_and_keep_its_files_apart() {
+        let opts = parse(&["--ranks", "2", "--check", "--out", "o"]).unwrap();
+        let args = opts.rank_args(ModelPolicy::Full, 1, 2, "127.0.0.1", 1234, true);
+        let child =
+            Options::try_parse_from(std::iter::once("train_gpt".to_string()).chain(args)).unwrap();
+        assert!(child.child && child.check);
+        assert_eq!(child.policies(), [ModelPolicy::Full]);
+        assert_eq!((child.rank, child.world_size), (Some(1), Some(2)));
+        assert_eq!(child.master_addr.as_deref(), Some("127.0.0.1"));
+        assert_eq!(child.master_port, Some(1234));
+        assert_eq!(child.out, PathBuf::from("o").join("rank1"));
+        let zero = opts.rank_args(ModelPolicy::Full, 0, 2, "127.0.0.1", 1234, true);
+        assert!(zero.contains(&"--out=o".to_string()), "{zero:?}");
     }
 }

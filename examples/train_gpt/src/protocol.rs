@@ -36,6 +36,8 @@ pub struct RunResult {
     pub plan: Option<PlanNumbers>,
     /// On CUDA: the caching allocator's peak allocated bytes over the steps.
     pub device_peak: Option<i64>,
+    /// In a data-parallel run: each step's time in c10d communication, ns.
+    pub comm_ns: Vec<u64>,
 }
 
 /// What the planned run predicted from its profile and measured on the
@@ -56,6 +58,14 @@ pub struct PlanNumbers {
 impl RunResult {
     pub fn median_step_ns(&self) -> u64 {
         median(self.step_ns.iter().copied()).unwrap_or(0)
+    }
+
+    /// Time in communication over step time, over all steps; `None`
+    /// outside a data-parallel run.
+    pub fn comm_share(&self) -> Option<f64> {
+        let steps: u64 = self.step_ns.iter().sum();
+        (!self.comm_ns.is_empty() && steps > 0)
+            .then(|| self.comm_ns.iter().sum::<u64>() as f64 / steps as f64)
     }
 }
 
@@ -91,6 +101,10 @@ impl<W: Write> Emit<W> {
         }
     }
 
+    pub fn comm(&mut self, ns: u64) {
+        self.line(format_args!("comm {ns}"));
+    }
+
     pub fn device_peak(&mut self, bytes: i64) {
         self.line(format_args!("device_peak {bytes}"));
     }
@@ -121,6 +135,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
         early_peak_rss: None,
         plan: None,
         device_peak: None,
+        comm_ns: Vec::new(),
     };
     for line in text.lines() {
         let bad = || format!("unexpected line from the training process: {line:?}");
@@ -159,6 +174,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
                 num("train")?.parse().map_err(|_| bad())?,
                 num("val")?.parse().map_err(|_| bad())?,
             )),
+            "comm" => r.comm_ns.push(num("ns")?.parse().map_err(|_| bad())?),
             "device_peak" => r.device_peak = Some(num("bytes")?.parse().map_err(|_| bad())?),
             "peak_rss" => r.peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),
             "early_peak_rss" => r.early_peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),

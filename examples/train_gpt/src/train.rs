@@ -15,6 +15,10 @@
 //! and the run reports the CUDA caching allocator's peak allocated bytes
 //! over the training steps (the counter is reset after the set-up).
 //!
+//! In a data-parallel run (`data_parallel.rs`) each step's forward runs
+//! on this rank's shard through remat_distributed's DDP, the logged loss
+//! is the ranks' mean, and each step reports its time in communication.
+//!
 //! Invariant: the only thing that differs between policies is the policy
 //! passed to `Model::loss` (and, for `auto`, the plan active around it);
 //! parameters, batches, precision and evaluation are the same, so the
@@ -22,6 +26,7 @@
 
 use crate::budget;
 use crate::corpus::{Corpus, Sampler};
+use crate::data_parallel::{self, Rank};
 use crate::options::{policy_name, Options};
 use crate::policy_table;
 use crate::protocol::Emit;
@@ -57,14 +62,30 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         remat::diagnostics::device::set_deterministic_algorithms(true)
             .map_err(|e| e.to_string())?;
     }
-    let model = Model::on(cfg, opts.seed as i64, device);
+    let init = data_parallel::init_options(opts)?;
+    // A rank's model runs on its shard: the config's batch split in N
+    // (the parameters do not depend on the batch size).
+    let model_cfg = match &init {
+        Some(i) => Config {
+            b: cfg.b / i.world_size as i64,
+            ..cfg
+        },
+        None => cfg,
+    };
+    let model = Model::on(model_cfg, opts.seed as i64, device);
     let mut opt = nn::AdamW::default()
         .build(&model.vs, opts.lr)
         .map_err(|e| format!("AdamW: {e}"))?;
     let mut emit = Emit(std::io::stdout().lock());
     let mut batches = Sampler::new(opts.seed);
 
+    // A rank's forward sees its shard of each batch, the profile's included.
+    let shard = |t: Tensor| match &init {
+        Some(i) => data_parallel::shard(&t, i.rank, i.world_size),
+        None => t,
+    };
     let (x, y) = batches.clone().batch_on(&corpus.train, cfg, device);
+    let (x, y) = (shard(x), shard(y));
     // The model's forward and loss at the run's precision: what the planner
     // profiles and what every step runs.
     let loss = |x: &Tensor, y: &Tensor| opts.autocast.scope(device, || model.loss(x, y, policy));
@@ -91,6 +112,13 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         emit.plan(&planned.measure(|| forward(&x, &y)));
     }
 
+    // Joined after the set-up's forwards and backward, as the Reducer must
+    // see only the training steps' backwards.
+    let rank = match &init {
+        Some(i) => Some(Rank::join(i, &model.vs)?),
+        None => None,
+    };
+
     let bar = ProgressBar::new(opts.steps as u64);
     bar.set_style(
         ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} steps | {msg}")
@@ -105,20 +133,36 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     let started = Instant::now();
     for step in 1..=opts.steps {
         let (x, y) = batches.batch_on(&corpus.train, cfg, device);
+        let (x, y) = (shard(x), shard(y));
         remat::diagnostics::device::synchronize(device);
         let t0 = Instant::now();
-        let loss = forward(&x, &y);
+        let loss = match &rank {
+            Some(r) => r
+                .ddp
+                .forward(|| forward(&x, &y))
+                .map_err(|e| e.to_string())?,
+            None => forward(&x, &y),
+        };
         opt.zero_grad();
         loss.backward();
         opt.step();
         remat::diagnostics::device::synchronize(device);
         let ns = t0.elapsed().as_nanos() as u64;
-        let loss = f64::try_from(&loss).map_err(|e| format!("loss: {e}"))?;
+        let loss = match &rank {
+            Some(r) => r.mean_loss(&loss)?,
+            None => f64::try_from(&loss).map_err(|e| format!("loss: {e}"))?,
+        };
         emit.step(loss, ns);
+        if let Some(r) = &rank {
+            emit.comm(r.comm_ns()?);
+            if opts.check {
+                r.check_equal(step)?;
+            }
+        }
         if step % every == 0 || step == opts.steps {
             let (train, val) = opts
                 .autocast
-                .scope(device, || evaluate(&model, &corpus, cfg, opts.seed));
+                .scope(device, || evaluate(&model, &corpus, model_cfg, opts.seed));
             emit.eval(step, train, val);
         }
         if step == (opts.steps / 10).max(1) {

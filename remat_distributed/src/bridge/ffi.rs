@@ -24,6 +24,7 @@ extern "C" {
         world_size: c_int,
         timeout_ms: i64,
         device_host: *const c_char,
+        nccl: c_int,
         out: *mut *mut RawGroup,
     ) -> DistErr;
     pub(crate) fn remat_dist_group_free(g: *mut RawGroup);
@@ -60,5 +61,18 @@ extern "C" {
         lens: *mut usize,
         lens_cap: usize,
         n_buckets: *mut usize,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_reducer_watch(r: *mut RawReducer, t: *mut C_tensor) -> DistErr;
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn remat_dist_reducer_stats(
+        r: *mut RawReducer,
+        reports: *mut i64,
+        n_params: usize,
+        launches: *mut i64,
+        launch_cap: usize,
+        n_launches: *mut usize,
+        watched: *mut i64,
+        watch_cap: usize,
+        n_watched: *mut usize,
     ) -> DistErr;
 }

@@ -44,6 +44,7 @@ impl Group {
         world_size: i32,
         timeout_ms: i64,
         device_host: &str,
+        nccl: bool,
     ) -> Result<Group, String> {
         let host = c_string(host)?;
         let device_host = c_string(device_host)?;
@@ -58,6 +59,7 @@ impl Group {
                 world_size,
                 timeout_ms,
                 device_host.as_ptr(),
+                nccl as _,
                 &mut out,
             )
         })?;
@@ -135,6 +137,59 @@ impl Reducer {
         let hs = handles(outputs);
         // SAFETY: the reducer is live; `hs` borrows live handles for the call.
         check(unsafe { ffi::remat_dist_reducer_prepare(self.0, hs.as_ptr(), hs.len()) })
+    }
+
+    /// Records, when `t`'s next gradient is computed, how many buckets had
+    /// been launched.
+    pub(crate) fn watch(&self, t: &Tensor) -> Result<(), String> {
+        // SAFETY: the reducer is live; the handle is borrowed for the call
+        // (the hook C++ registers keeps no Rust state).
+        check(unsafe { ffi::remat_dist_reducer_watch(self.0, t.as_ptr() as *mut C_tensor) })
+    }
+
+    /// The last backward's record: reports per parameter, `(launch,
+    /// completion)` ns per bucket launched (-1: not complete), and the
+    /// watched tensors' counts.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn stats(
+        &self,
+        n_params: usize,
+    ) -> Result<(Vec<i64>, Vec<(i64, i64)>, Vec<i64>), String> {
+        let mut reports = vec![0i64; n_params];
+        // Buckets launch at most once each per backward, and few tensors
+        // are watched; a second call with room for what was counted is
+        // made if the first ran out.
+        let (mut launch_cap, mut watch_cap) = (n_params.max(1), 16usize);
+        loop {
+            let mut launches = vec![0i64; 2 * launch_cap];
+            let mut watched = vec![0i64; watch_cap];
+            let (mut n_launches, mut n_watched) = (0usize, 0usize);
+            // SAFETY: every buffer holds as many elements as its cap says
+            // (`launches` two per cap); the reducer is live.
+            check(unsafe {
+                ffi::remat_dist_reducer_stats(
+                    self.0,
+                    reports.as_mut_ptr(),
+                    reports.len(),
+                    launches.as_mut_ptr(),
+                    launch_cap,
+                    &mut n_launches,
+                    watched.as_mut_ptr(),
+                    watch_cap,
+                    &mut n_watched,
+                )
+            })?;
+            if n_launches <= launch_cap && n_watched <= watch_cap {
+                let pairs = launches[..2 * n_launches]
+                    .chunks(2)
+                    .map(|p| (p[0], p[1]))
+                    .collect();
+                watched.truncate(n_watched);
+                return Ok((reports, pairs, watched));
+            }
+            launch_cap = launch_cap.max(n_launches);
+            watch_cap = watch_cap.max(n_watched);
+        }
     }
 
     /// The buckets as indices into the parameters, in the order they are

@@ -5,6 +5,8 @@
 
 mod faults;
 mod launch;
+mod nccl;
+mod overlap;
 mod training;
 
 /// The child side: runs the scenario its parent named, as one rank. In an
@@ -19,6 +21,7 @@ fn rank_entry() {
         "train" => training::rank_main(),
         "peer_leaves" => faults::peer_leaves_rank_main(),
         "unused" => training::unused_rank_main(),
+        "overlap" => overlap::rank_main(),
         other => panic!("unknown scenario {other:?}"),
     }
 }

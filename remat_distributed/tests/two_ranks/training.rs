@@ -17,20 +17,25 @@ const SHARD: Config = Config { b: 2, ..SMALL };
 /// The whole batch, split between the ranks.
 const WHOLE: Config = Config { b: 4, ..SMALL };
 
-/// The policies the ranks train under; `plan` is the planner's least-bytes
-/// plan over `ModelPolicy::Auto`.
-const RUNS: [(&str, ModelPolicy); 4] = [
-    ("none", ModelPolicy::None),
-    ("full", ModelPolicy::Full),
-    ("selective", ModelPolicy::Selective),
-    ("plan", ModelPolicy::Auto),
+/// The policies the ranks train under, and whether the Reducer is told the
+/// graph is static; `plan` is the planner's least-bytes plan over
+/// `ModelPolicy::Auto`.
+const RUNS: [(&str, ModelPolicy, bool); 7] = [
+    ("none", ModelPolicy::None, false),
+    ("full", ModelPolicy::Full, false),
+    ("selective", ModelPolicy::Selective, false),
+    ("plan", ModelPolicy::Auto, false),
+    ("static_none", ModelPolicy::None, true),
+    ("static_full", ModelPolicy::Full, true),
+    ("static_plan", ModelPolicy::Auto, true),
 ];
 
 /// Small buckets, so that the model's gradients travel in several.
-fn options() -> DdpOptions {
+fn options(static_graph: bool) -> DdpOptions {
     DdpOptions {
         first_bucket_bytes: 16 << 10,
         bucket_bytes: 64 << 10,
+        static_graph,
         ..DdpOptions::default()
     }
 }
@@ -77,7 +82,7 @@ pub fn rank_main() {
     let group = ProcessGroup::from_env().unwrap();
     let rank = group.rank();
     let out = PathBuf::from(std::env::var(OUT).unwrap());
-    for (name, policy) in RUNS {
+    for (name, policy, static_graph) in RUNS {
         let s = Setup::new(SHARD);
         let (tokens, targets) = shard(rank);
         // Profiled before the Reducer exists: its backward is no step.
@@ -94,7 +99,7 @@ pub fn rank_main() {
                 }
             });
         }
-        let ddp = DistributedDataParallel::new(&group, &params, options()).unwrap();
+        let ddp = DistributedDataParallel::new(&group, &params, options(static_graph)).unwrap();
         let buckets = ddp.buckets().unwrap();
         assert!(buckets.len() > 1, "{name}: one bucket only: {buckets:?}");
         let opt = adamw(&params);
@@ -109,6 +114,13 @@ pub fn rank_main() {
             // A gradient the Reducer saw twice in one backward (once from
             // the graph, once from a replay) fails here (W6).
             loss.f_backward().unwrap();
+            // Counted by the bridge's own hooks on each parameter's
+            // AccumulateGrad node, not by the Reducer (W9).
+            let reports = ddp.last_backward().unwrap().reports;
+            assert!(
+                reports.len() == params.len() && reports.iter().all(|&n| n == 1),
+                "{name}, step {step}: reports per parameter {reports:?}"
+            );
             opt.step().unwrap();
             let file = out.join(format!("{name}.rank{rank}.step{step}"));
             std::fs::write(file, bits(&params)).unwrap();
@@ -147,10 +159,11 @@ fn single_process() -> Vec<Vec<u8>> {
     steps
 }
 
-/// docs/semantics.md, rules W4, W5, W6: after every step the two ranks hold the
-/// same parameters, bit for bit, and they are those of one process
-/// averaging the shards' gradients, under `none`, `full`, `selective` and a
-/// plan.
+/// docs/semantics.md, rules W4, W5, W6, W7, W9: after every step the two
+/// ranks hold the same parameters, bit for bit, and they are those of one
+/// process averaging the shards' gradients, under `none`, `full`,
+/// `selective` and a plan, with and without `static_graph`; each
+/// parameter reported its gradient once per backward.
 #[test]
 fn two_ranks_train_as_one_process_averaging_the_shards() {
     tch::set_num_threads(1);
@@ -160,7 +173,7 @@ fn two_ranks_train_as_one_process_averaging_the_shards() {
         assert!(run.success, "rank {rank} failed:\n{}", run.output);
     }
     let expected = single_process();
-    for (name, _) in RUNS {
+    for (name, _, _) in RUNS {
         for (step, want) in expected.iter().enumerate() {
             let read =
                 |r: usize| std::fs::read(dir.join(format!("{name}.rank{r}.step{step}"))).unwrap();
@@ -196,11 +209,12 @@ pub fn unused_rank_main() {
     let group = ProcessGroup::from_env().unwrap();
     let rank = group.rank() as f64;
     let x = Tensor::full([1, 2], rank + 1.0, (Kind::Float, tch::Device::Cpu));
-    for find in [true, false] {
+    for (find, static_graph) in [(true, false), (false, false), (false, true), (true, true)] {
         let used = Tensor::ones([2, 1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
         let unused = Tensor::ones([2, 1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
         let opts = DdpOptions {
             find_unused_parameters: find,
+            static_graph,
             ..DdpOptions::default()
         };
         let ddp = DistributedDataParallel::new(
@@ -224,30 +238,46 @@ pub fn unused_rank_main() {
                 Err(e) => format!("err {e}"),
             });
         }
-        println!("FIND_UNUSED={find}: {}", results.join(" | "));
+        println!(
+            "FIND_UNUSED={find} STATIC={static_graph}: {}",
+            results.join(" | ")
+        );
     }
 }
 
-/// docs/semantics.md, rule W7.
+/// docs/semantics.md, rule W7 (and static graphs).
 #[test]
 fn find_unused_parameters_lets_a_step_leave_a_parameter_unused() {
     let dir = out_dir("unused");
     let runs = launch("unused", 2, |_| true, &dir, Duration::from_secs(120));
     for (rank, run) in runs.iter().enumerate() {
         assert!(run.success, "rank {rank} failed:\n{}", run.output);
-        let line = |find: bool| {
-            let key = format!("FIND_UNUSED={find}: ");
+        let line = |find: bool, static_graph: bool| {
+            let key = format!("FIND_UNUSED={find} STATIC={static_graph}: ");
             run.output
                 .lines()
                 .find_map(|l| l.split_once(key.as_str()).map(|(_, rest)| rest.to_string()))
                 .unwrap_or_else(|| panic!("rank {rank} printed no {key}:\n{}", run.output))
         };
         // Rank r's x is r + 1: the used weight's gradient is x, averaged 1.5.
-        assert_eq!(line(true), "ok [1.5, 1.5] | ok [1.5, 1.5]", "rank {rank}");
+        assert_eq!(
+            line(true, false),
+            "ok [1.5, 1.5] | ok [1.5, 1.5]",
+            "rank {rank}"
+        );
+        // A static graph finds the unused parameter in its first backward,
+        // with or without the search, as PyTorch's `static_graph=True`.
+        for find in [false, true] {
+            assert_eq!(
+                line(find, true),
+                "ok [1.5, 1.5] | ok [1.5, 1.5]",
+                "rank {rank}, static graph, find_unused_parameters={find}"
+            );
+        }
         // Without the search the bucket holding the unused parameter never
         // fills: the first step keeps the rank's own gradient, the next
         // says what to set (as in PyTorch).
-        let without = line(false);
+        let without = line(false, false);
         let own = format!("ok [{0:.1}, {0:.1}] | err ", rank as f32 + 1.0);
         assert!(without.starts_with(&own), "rank {rank}: {without}");
         assert!(
