@@ -35,6 +35,8 @@ const TORCH_REMAT_VERSION: &str = "0.2.0";
 /// The CUDA `crt/` headers matching the CUDA 13.0 wheels of torch 2.13.0
 /// and 2.11.0 (both bring nvidia-cuda-runtime 13.0.96).
 const CUDA_CRT: &str = "nvidia-cuda-crt==13.0.88";
+/// CCCL of the same CUDA 13.0 (`nv/target`, for NCCL's header).
+const CUDA_CCCL: &str = "nvidia-cuda-cccl==13.0.85";
 
 pub(crate) type Result<T> = std::result::Result<T, String>;
 
@@ -197,32 +199,50 @@ fn install_torch(version: &str) -> Result<PathBuf> {
 }
 
 /// The CUDA headers remat's `cuda` feature compiles its CUDA diagnostics
-/// against (csrc/cuda_diag.cpp). The CUDA wheel of torch brings the CUDA
-/// runtime's headers (`nvidia/cu13/include`) but not the `crt/` ones they
-/// include, which CUDA 13 ships in the small `nvidia-cuda-crt` wheel:
-/// installing it lets a machine without a GPU or toolkit build and test
-/// that code too. Best effort: without it the `cuda` feature builds with
-/// stubs, as before.
+/// against (csrc/cuda_diag.cpp) and remat_distributed its NCCL process group
+/// (csrc/nccl.cpp). The CUDA wheel of torch brings the CUDA runtime's
+/// headers (`nvidia/cu13/include`) but not the `crt/` ones they include,
+/// which CUDA 13 ships in the small `nvidia-cuda-crt` wheel, nor CCCL's
+/// `nv/target`, which `cuda_fp16.h` includes (NCCL's header needs it), in
+/// `nvidia-cuda-cccl`: installing them lets a machine without a GPU or
+/// toolkit build and test that code too. Best effort: without them the
+/// `cuda` feature builds with stubs and without NCCL, saying so.
 fn cuda_headers(venv: &Path, torch: &Path) {
     let include = torch.join("../nvidia/cu13/include");
-    if !include.join("cuda_runtime_api.h").is_file() || include.join("crt/host_config.h").is_file()
-    {
+    if !include.join("cuda_runtime_api.h").is_file() {
         return;
     }
-    eprintln!("xtask setup: installing {CUDA_CRT} (CUDA headers, about 130 KB) into the venv");
-    let installed = run(Command::new(venv.join("bin").join("python")).args([
-        "-m",
-        "pip",
-        "install",
-        "--no-input",
-        "--no-deps",
-        "--disable-pip-version-check",
-        CUDA_CRT,
-    ]));
-    if let Err(e) = installed {
-        eprintln!(
-            "xtask setup: warning: {e}; the `cuda` feature will build its CUDA diagnostics as stubs"
-        );
+    let wheels = [
+        (
+            CUDA_CRT,
+            "crt/host_config.h",
+            "CUDA headers, about 130 KB",
+            "its CUDA diagnostics as stubs",
+        ),
+        (
+            CUDA_CCCL,
+            "nv/target",
+            "CCCL headers, about 18 MB",
+            "remat_distributed without NCCL",
+        ),
+    ];
+    for (wheel, header, what, otherwise) in wheels {
+        if include.join(header).is_file() {
+            continue;
+        }
+        eprintln!("xtask setup: installing {wheel} ({what}) into the venv");
+        let installed = run(Command::new(venv.join("bin").join("python")).args([
+            "-m",
+            "pip",
+            "install",
+            "--no-input",
+            "--no-deps",
+            "--disable-pip-version-check",
+            wheel,
+        ]));
+        if let Err(e) = installed {
+            eprintln!("xtask setup: warning: {e}; the `cuda` feature will build {otherwise}");
+        }
     }
 }
 
