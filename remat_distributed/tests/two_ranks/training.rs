@@ -1,14 +1,14 @@
 //! Training steps on two ranks equal one process that averages the two
-//! shards' gradients, bit for bit, under every policy and a plan
-//! (docs/semantics.md, rules W4-W7).
+//! shards' gradients, bit for bit, under every policy, a plan, an offload
+//! table and CPU bf16 autocast (docs/semantics.md, rules W4-W7).
 
 use crate::launch::{launch, out_dir, OUT};
-use remat::planner::{profile_with, Plan};
+use remat::planner::{profile_with, Plan, PolicyTable};
 use remat_distributed::{DdpOptions, DistributedDataParallel, ProcessGroup};
 use remat_reference::model::{batch, Config, ModelPolicy, Setup, SMALL};
 use std::path::PathBuf;
 use std::time::Duration;
-use tch::{COptimizer, Kind, Tensor};
+use tch::{COptimizer, Device, Kind, Tensor};
 
 const STEPS: usize = 3;
 
@@ -17,18 +17,56 @@ const SHARD: Config = Config { b: 2, ..SMALL };
 /// The whole batch, split between the ranks.
 const WHOLE: Config = Config { b: 4, ..SMALL };
 
-/// The policies the ranks train under, and whether the Reducer is told the
-/// graph is static; `plan` is the planner's least-bytes plan over
-/// `ModelPolicy::Auto`.
-const RUNS: [(&str, ModelPolicy, bool); 7] = [
-    ("none", ModelPolicy::None, false),
-    ("full", ModelPolicy::Full, false),
-    ("selective", ModelPolicy::Selective, false),
-    ("plan", ModelPolicy::Auto, false),
-    ("static_none", ModelPolicy::None, true),
-    ("static_full", ModelPolicy::Full, true),
-    ("static_plan", ModelPolicy::Auto, true),
+/// How a run's forward is set up beyond its policy.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// fp32, the policy alone (`Auto`: the planner's least-bytes plan).
+    Plain,
+    /// `ModelPolicy::Auto` under a policy table that keeps the attention's
+    /// saves on the CPU (docs/semantics.md, section O): the same numbers as
+    /// `selective`, so the fp32 reference.
+    OffloadAttention,
+    /// The forward under CPU bf16 autocast (replays restore it), against a
+    /// reference run under the same autocast.
+    Bf16,
+}
+
+/// The policies the ranks train under, whether the Reducer is told the
+/// graph is static, and the mode.
+const RUNS: [(&str, ModelPolicy, bool, Mode); 10] = [
+    ("none", ModelPolicy::None, false, Mode::Plain),
+    ("full", ModelPolicy::Full, false, Mode::Plain),
+    ("selective", ModelPolicy::Selective, false, Mode::Plain),
+    ("plan", ModelPolicy::Auto, false, Mode::Plain),
+    ("offload", ModelPolicy::Auto, false, Mode::OffloadAttention),
+    ("bf16_none", ModelPolicy::None, false, Mode::Bf16),
+    ("bf16_full", ModelPolicy::Full, false, Mode::Bf16),
+    ("static_none", ModelPolicy::None, true, Mode::Plain),
+    ("static_full", ModelPolicy::Full, true, Mode::Plain),
+    ("static_plan", ModelPolicy::Auto, true, Mode::Plain),
 ];
+
+/// The loss of `policy` in `mode`, under `plan` if there is one.
+fn loss(
+    s: &Setup,
+    (tokens, targets): (&Tensor, &Tensor),
+    policy: ModelPolicy,
+    mode: Mode,
+    plan: Option<&Plan>,
+) -> Tensor {
+    let plain = || s.model.loss(tokens, targets, policy);
+    match (mode, plan) {
+        (Mode::Bf16, _) => remat::autocast(Device::Cpu, Kind::BFloat16, plain),
+        (Mode::OffloadAttention, _) => {
+            PolicyTable::save_and_offload_only(Vec::<String>::new(), ["attention"])
+                .strict(true)
+                .scope(plain)
+                .unwrap()
+        }
+        (Mode::Plain, Some(plan)) => plan.scope(plain),
+        (Mode::Plain, None) => plain(),
+    }
+}
 
 /// Small buckets, so that the model's gradients travel in several.
 fn options(static_graph: bool) -> DdpOptions {
@@ -82,11 +120,11 @@ pub fn rank_main() {
     let group = ProcessGroup::from_env().unwrap();
     let rank = group.rank();
     let out = PathBuf::from(std::env::var(OUT).unwrap());
-    for (name, policy, static_graph) in RUNS {
+    for (name, policy, static_graph, mode) in RUNS {
         let s = Setup::new(SHARD);
         let (tokens, targets) = shard(rank);
         // Profiled before the Reducer exists: its backward is no step.
-        let plan = (policy == ModelPolicy::Auto).then(|| {
+        let plan = (policy == ModelPolicy::Auto && mode == Mode::Plain).then(|| {
             let profile = profile_with(|| s.model.loss(&tokens, &targets, policy), 1).unwrap();
             Plan::minimum(&profile)
         });
@@ -106,10 +144,7 @@ pub fn rank_main() {
         for step in 0..STEPS {
             opt.zero_grad().unwrap();
             let loss = ddp
-                .forward(|| match &plan {
-                    Some(plan) => plan.scope(|| s.model.loss(&tokens, &targets, policy)),
-                    None => s.model.loss(&tokens, &targets, policy),
-                })
+                .forward(|| loss(&s, (&tokens, &targets), policy, mode, plan.as_ref()))
                 .unwrap();
             // A gradient the Reducer saw twice in one backward (once from
             // the graph, once from a replay) fails here (W6).
@@ -130,8 +165,9 @@ pub fn rank_main() {
 }
 
 /// One process, no checkpoints: each shard's gradients, averaged as the
-/// Reducer does (each halved, then summed), then the same AdamW step.
-fn single_process() -> Vec<Vec<u8>> {
+/// Reducer does (each halved, then summed), then the same AdamW step; in
+/// `Mode::Bf16` under the same autocast.
+fn single_process(mode: Mode) -> Vec<Vec<u8>> {
     let s = Setup::new(SHARD);
     let params = params(&s);
     let opt = adamw(&params);
@@ -142,9 +178,7 @@ fn single_process() -> Vec<Vec<u8>> {
         for r in 0..2 {
             s.model.zero_grad();
             let (tokens, targets) = shard(r);
-            s.model
-                .loss(&tokens, &targets, ModelPolicy::None)
-                .backward();
+            loss(&s, (&tokens, &targets), ModelPolicy::None, mode, None).backward();
             shards.push(params.iter().map(|p| p.grad().copy()).collect::<Vec<_>>());
         }
         tch::no_grad(|| {
@@ -162,8 +196,9 @@ fn single_process() -> Vec<Vec<u8>> {
 /// docs/semantics.md, rules W4, W5, W6, W7, W9: after every step the two
 /// ranks hold the same parameters, bit for bit, and they are those of one
 /// process averaging the shards' gradients, under `none`, `full`,
-/// `selective` and a plan, with and without `static_graph`; each
-/// parameter reported its gradient once per backward.
+/// `selective`, a plan and an offload table, with and without
+/// `static_graph`, and under bf16 autocast; each parameter reported its
+/// gradient once per backward.
 #[test]
 fn two_ranks_train_as_one_process_averaging_the_shards() {
     tch::set_num_threads(1);
@@ -172,8 +207,14 @@ fn two_ranks_train_as_one_process_averaging_the_shards() {
     for (rank, run) in runs.iter().enumerate() {
         assert!(run.success, "rank {rank} failed:\n{}", run.output);
     }
-    let expected = single_process();
-    for (name, _, _) in RUNS {
+    let fp32 = single_process(Mode::Plain);
+    let bf16 = single_process(Mode::Bf16);
+    assert!(
+        fp32 != bf16,
+        "autocast changed nothing: the bf16 runs test nothing"
+    );
+    for (name, _, _, mode) in RUNS {
+        let expected = if mode == Mode::Bf16 { &bf16 } else { &fp32 };
         for (step, want) in expected.iter().enumerate() {
             let read =
                 |r: usize| std::fs::read(dir.join(format!("{name}.rank{r}.step{step}"))).unwrap();
