@@ -25,17 +25,14 @@ use tch::Device;
 /// }
 /// ```
 pub fn parse(text: &str) -> Result<Device> {
-    let index = match text.trim() {
-        "cpu" => return Ok(Device::Cpu),
-        "cuda" => 0,
-        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
-            Some(Ok(i)) => i,
-            _ => {
-                return Err(Error::Unsupported(format!(
-                    "device: `{text}` is not a device; give cpu, cuda or cuda:N"
-                )))
-            }
-        },
+    let index = match from_name(text.trim()) {
+        Some(Device::Cpu) => return Ok(Device::Cpu),
+        Some(Device::Cuda(i)) => i,
+        _ => {
+            return Err(Error::Unsupported(format!(
+                "device: `{text}` is not a device; give cpu, cuda or cuda:N"
+            )))
+        }
     };
     let visible = if tch::Cuda::is_available() {
         tch::Cuda::device_count() as usize
@@ -53,6 +50,32 @@ pub fn parse(text: &str) -> Result<Device> {
         )));
     }
     Ok(Device::Cuda(index))
+}
+
+/// A device's name as remat writes it (`cpu`, `cuda:N`, `mps`, `vulkan`):
+/// in reports, and in policy files (`offload:cuda:1`).
+pub(crate) fn name_of(device: Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(i) => format!("cuda:{i}"),
+        Device::Mps => "mps".into(),
+        Device::Vulkan => "vulkan".into(),
+    }
+}
+
+/// The converse of [`name_of`], syntax only (`cuda` is `cuda:0`); whether
+/// the device is there is [`parse`]'s question.
+pub(crate) fn from_name(text: &str) -> Option<Device> {
+    match text {
+        "cpu" => Some(Device::Cpu),
+        "cuda" => Some(Device::Cuda(0)),
+        "mps" => Some(Device::Mps),
+        "vulkan" => Some(Device::Vulkan),
+        _ => text
+            .strip_prefix("cuda:")
+            .and_then(|i| i.parse().ok())
+            .map(Device::Cuda),
+    }
 }
 
 /// Waits until the work queued on `device` is done (nothing to wait for on

@@ -7,9 +7,9 @@ use crate::bridge::{storage_data, storage_key, storage_nbytes, StorageKey};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::save_region::record::{Layout, SaveRecord, Slot};
+use crate::diagnostics::device::name_of;
 use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
-use crate::policies::table::device_text;
 use crate::sync::lock;
 use std::collections::HashSet;
 use std::fmt;
@@ -458,7 +458,7 @@ pub(crate) fn write_region(f: &mut fmt::Formatter<'_>, r: &RegionMemory, pad: &s
             s.names.join(" = "),
             s.sizes,
             s.kind,
-            device_text(s.target)
+            name_of(s.target)
         )?;
     }
     Ok(())

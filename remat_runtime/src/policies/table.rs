@@ -12,6 +12,7 @@
 
 use crate::checkpointing::auto::{self, ActiveGuard, Rules};
 use crate::checkpointing::policy::Policy;
+use crate::diagnostics::device::{from_name, name_of};
 use crate::error::{Error, Result};
 use crate::policies::glob::Glob;
 use crate::policies::nearest::nearest_note;
@@ -82,32 +83,8 @@ impl std::fmt::Display for PolicyRule {
 pub(crate) fn policy_text(policy: Policy) -> String {
     match policy {
         Policy::Offload(tch::Device::Cpu) => "offload".into(),
-        Policy::Offload(device) => format!("offload:{}", device_text(device)),
+        Policy::Offload(device) => format!("offload:{}", name_of(device)),
         p => p.word().into(),
-    }
-}
-
-/// `cpu`, `cuda:N`, `mps` or `vulkan`.
-pub(crate) fn device_text(device: tch::Device) -> String {
-    match device {
-        tch::Device::Cpu => "cpu".into(),
-        tch::Device::Cuda(i) => format!("cuda:{i}"),
-        tch::Device::Mps => "mps".into(),
-        tch::Device::Vulkan => "vulkan".into(),
-    }
-}
-
-/// The converse of [`device_text`] (`cuda` is `cuda:0`).
-pub(crate) fn parse_device(text: &str) -> Option<tch::Device> {
-    match text {
-        "cpu" => Some(tch::Device::Cpu),
-        "cuda" => Some(tch::Device::Cuda(0)),
-        "mps" => Some(tch::Device::Mps),
-        "vulkan" => Some(tch::Device::Vulkan),
-        _ => text
-            .strip_prefix("cuda:")
-            .and_then(|i| i.parse().ok())
-            .map(tch::Device::Cuda),
     }
 }
 
@@ -120,7 +97,7 @@ pub(crate) fn parse_policy(text: &str) -> Option<Policy> {
         "offload" => Some(Policy::OFFLOAD),
         _ => text
             .strip_prefix("offload:")
-            .and_then(parse_device)
+            .and_then(from_name)
             .map(Policy::Offload),
     }
 }
