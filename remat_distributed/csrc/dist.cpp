@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct remat_dist_group {
@@ -111,7 +112,11 @@ struct remat_dist_reducer {
   std::vector<std::vector<size_t>> buckets;
   std::shared_ptr<remat_dist_stats> stats;
   // The parameters' AccumulateGrad nodes and our counting hooks on them.
-  std::vector<std::pair<c10::intrusive_ptr<torch::autograd::Node>, uintptr_t>> counters;
+  // The handle's type is whatever `grad_accumulator` returns: a shared_ptr
+  // up to libtorch 2.11, an intrusive_ptr from 2.13 on.
+  using NodeHandle =
+      decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+  std::vector<std::pair<NodeHandle, uintptr_t>> counters;
   bool find_unused = false;
   bool static_graph = false;
   bool first_prepared = false;
