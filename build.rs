@@ -12,9 +12,6 @@
 fn main() {
     if let Ok(lib) = std::env::var("DEP_REMAT_BRIDGE_LIBTORCH_LIB") {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
-        // For tests that build other binaries (trybuild's UI cases), which
-        // get no rpath of ours: they export it as LD_LIBRARY_PATH.
-        println!("cargo:rustc-env=REMAT_LIBTORCH_LIB={lib}");
         println!("cargo:libtorch_lib={lib}");
     }
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {

@@ -25,6 +25,8 @@ struct Block {
 }
 
 impl Block {
+    // Out of place on purpose: tch's `*=` and `+=` are in-place ops.
+    #[allow(clippy::assign_op_pattern)]
     #[checkpoint(name = [format!("layers.{}", self.index)], determinism = Metadata)]
     fn forward(&self, x: &Tensor, mask: Option<&Tensor>, extra: &[Tensor]) -> Tensor {
         assert_eq!(&*self.label, "block");

@@ -1,0 +1,74 @@
+//! Every allowed use of the macros (`ui-tests/pass`), each file a module of
+//! this binary whose `main` is a test. The compile errors are `tests/ui.rs`
+//! (trybuild); the allowed uses need no crate of their own: like any test
+//! binary, this one uses `remat` from outside, as a user's crate does, and
+//! building them here spares trybuild a second, linked build of tch and
+//! libtorch's wrappers in its own folder (minutes of `cargo xtask test`).
+
+use std::sync::Mutex;
+
+/// The cases were written as programs of their own: one at a time, so that
+/// none sees another's policy table, generator draws or thread state.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+macro_rules! pass_case {
+    ($($name:ident)*) => {$(
+        mod $name {
+            include!(concat!("../ui-tests/pass/", stringify!($name), ".rs"));
+
+            #[test]
+            fn compiles_and_runs() {
+                let _one = super::ONE_AT_A_TIME
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                main();
+            }
+        }
+    )*};
+}
+
+pass_case! {
+    checkpoint_forms
+    dataflow
+    is_recomputing
+    loops
+    metadata
+    needs
+    region_argument
+    return_save
+    run_time_policy
+    scope
+    unchecked
+}
+
+/// A file added to `ui-tests/pass` without a line above would be tested by
+/// nothing.
+#[test]
+fn every_pass_case_is_listed() {
+    let listed = [
+        "checkpoint_forms",
+        "dataflow",
+        "is_recomputing",
+        "loops",
+        "metadata",
+        "needs",
+        "region_argument",
+        "return_save",
+        "run_time_policy",
+        "scope",
+        "unchecked",
+    ];
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/ui-tests/pass");
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".rs").map(str::to_string)
+        })
+        .collect();
+    found.sort();
+    assert_eq!(
+        found, listed,
+        "list each file of ui-tests/pass in pass_case!"
+    );
+}
