@@ -329,7 +329,9 @@ const TEST_STEPS: &[Step] = &[
         // asked for, so a missing `needs` fails even where autograd happens
         // to keep the value.
         what: "the macro tests under strict recomputation",
-        args: &["test", "--test", "macros"],
+        // `--workspace`, as the first step: the same features unified over
+        // the members, so the same binary, not a rebuild of the root.
+        args: &["test", "--workspace", "--test", "macros"],
         env: &[("REMAT_STRICT_RECOMPUTE", "1")],
     },
     Step {
@@ -431,7 +433,9 @@ fn liblsan() -> Result<PathBuf> {
 /// Builds the test binaries and returns their paths, by name.
 fn test_executables(names: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let mut cmd = cargo();
-    cmd.args(["test", "--no-run", "--message-format=json"]);
+    // `--workspace`: the binaries the first step built and ran (the
+    // members' features unified alike), not a rebuild.
+    cmd.args(["test", "--workspace", "--no-run", "--message-format=json"]);
     for name in names {
         cmd.args(["--test", name]);
     }
