@@ -644,35 +644,24 @@ fn test_train_crate() -> Result<()> {
     // bit for bit after every step and the policies' losses are equal.
     // REMAT_DIST_TIMEOUT bounds every wait for a peer, and a failed rank
     // stops the other, so the step cannot hang.
-    let out = repo_root().join("target").join("train_gpt_smoke_ranks");
-    let out = out.to_str().ok_or("the repository path is not UTF-8")?;
-    let args = [
-        "run",
-        "--release",
-        "--quiet",
-        "--",
-        "--config",
-        "small",
-        "--ranks",
-        "2",
-        "--policy",
-        "none,full",
-        "--budget",
-        "250KiB",
-        "--steps",
-        "4",
-        "--threads",
-        "1",
-        "--check",
-        "--out",
-        out,
-    ];
-    eprintln!(
-        "xtask test: the training example on 2 ranks (Gloo over loopback), parameters bitwise \
-         equal across ranks after every step: cargo {}",
-        args.join(" ")
-    );
-    run(train_cargo().env("REMAT_DIST_TIMEOUT", "60").args(args))?;
+    train_checked(
+        "the training example on 2 ranks (Gloo over loopback), parameters bitwise equal across \
+         ranks after every step",
+        "train_gpt_smoke_ranks",
+        &[
+            "--ranks",
+            "2",
+            "--policy",
+            "none,full",
+            "--budget",
+            "250KiB",
+            "--steps",
+            "4",
+            "--threads",
+            "1",
+        ],
+        &[("REMAT_DIST_TIMEOUT", "60")],
+    )?;
     eprintln!("xtask test: the training example passed");
     Ok(())
 }
@@ -682,36 +671,39 @@ fn test_train_crate() -> Result<()> {
 /// and in bf16 alike (130 and 678 KiB, 154 and 702 KiB on the small config),
 /// so both plans checkpoint a block and keep another whole.
 fn train_smoke(autocast: &str, out: &str) -> Result<()> {
+    train_checked(
+        &format!(
+            "the training example, --autocast {autocast}: a short run of every policy and of a \
+             plan for a budget between full's and none's bytes, losses bitwise equal, the plan's \
+             bytes as predicted"
+        ),
+        out,
+        &[
+            "--policy",
+            "all",
+            "--budget",
+            "600KiB",
+            "--steps",
+            "8",
+            "--threads",
+            "1",
+            "--autocast",
+            autocast,
+        ],
+        &[],
+    )
+}
+
+/// A `--check`ed release run of the training example on the small config
+/// with `flags`, into `target/<out>`, announced as `what`.
+fn train_checked(what: &str, out: &str, flags: &[&str], env: &[(&str, &str)]) -> Result<()> {
     let out = repo_root().join("target").join(out);
     let out = out.to_str().ok_or("the repository path is not UTF-8")?;
-    let args = [
-        "run",
-        "--release",
-        "--quiet",
-        "--",
-        "--config",
-        "small",
-        "--policy",
-        "all",
-        "--budget",
-        "600KiB",
-        "--steps",
-        "8",
-        "--threads",
-        "1",
-        "--autocast",
-        autocast,
-        "--check",
-        "--out",
-        out,
-    ];
-    eprintln!(
-        "xtask test: the training example, --autocast {autocast}: a short run of every policy \
-         and of a plan for a budget between full's and none's bytes, losses bitwise equal, the \
-         plan's bytes as predicted: cargo {}",
-        args.join(" ")
-    );
-    run(train_cargo().args(args))
+    let mut args = vec!["run", "--release", "--quiet", "--", "--config", "small"];
+    args.extend_from_slice(flags);
+    args.extend(["--check", "--out", out]);
+    eprintln!("xtask test: {what}: cargo {}", args.join(" "));
+    run(train_cargo().envs(env.iter().copied()).args(&args))
 }
 
 /// `test_train_crate`'s policy-table runs (docs/policies.md): the listing
@@ -720,41 +712,30 @@ fn train_smoke(autocast: &str, out: &str) -> Result<()> {
 /// with one layer's attention moved to the CPU instead of kept), a few
 /// steps, losses bitwise equal.
 fn train_table_smoke() -> Result<()> {
-    let out = repo_root().join("target").join("train_gpt_smoke_table");
-    let out = out.to_str().ok_or("the repository path is not UTF-8")?;
     let list = ["run", "--release", "--quiet", "--", "--list-regions"];
     eprintln!(
         "xtask test: the training example's region listing: cargo {}",
         list.join(" ")
     );
     run(train_cargo().args(list))?;
-    let args = [
-        "run",
-        "--release",
-        "--quiet",
-        "--",
-        "--config",
-        "small",
-        "--policy",
-        "selective",
-        "--save",
-        "layers.*::attention",
-        "--offload",
-        "layers.1::attention",
-        "--steps",
-        "4",
-        "--threads",
-        "1",
-        "--check",
-        "--out",
-        out,
-    ];
-    eprintln!(
-        "xtask test: the training example under a policy table (--save), losses bitwise \
-         those of selective, one attention offloaded: cargo {}",
-        args.join(" ")
-    );
-    run(train_cargo().args(args))
+    train_checked(
+        "the training example under a policy table (--save), losses bitwise those of \
+         selective, one attention offloaded",
+        "train_gpt_smoke_table",
+        &[
+            "--policy",
+            "selective",
+            "--save",
+            "layers.*::attention",
+            "--offload",
+            "layers.1::attention",
+            "--steps",
+            "4",
+            "--threads",
+            "1",
+        ],
+        &[],
+    )
 }
 
 /// The venv's Python interpreter (`torch` is `<venv>/lib/pythonX.Y/site-packages/torch`).
