@@ -21,6 +21,7 @@ Only the benchmark uses this file; `cargo xtask demo` and `test` never do.
 import json
 import math
 import os
+import resource
 import sys
 import time
 
@@ -341,8 +342,12 @@ def rss_main(impl, policy, config, steps):
     model = Model(cfg)
     tokens, targets = batch(cfg)
     forward_growth = None
+    # Minor page faults and seconds of the steps after the first, per step
+    # (as the Rust child reports them).
+    faults, secs = 0, 0.0
     for step in range(steps):
         model.zero_grad()
+        f0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
         before = vm_status()["VmRSS"]
         out = loss(model, tokens, targets, impl, policy)
         after = vm_status()["VmRSS"]
@@ -350,7 +355,20 @@ def rss_main(impl, policy, config, steps):
             forward_growth = after - before
         out.backward()
         del out
-    print(json.dumps({"hwm": vm_status()["VmHWM"], "forward_growth": forward_growth}))
+        if step > 0:
+            faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+            secs += time.perf_counter() - t0
+    later = max(steps - 1, 1)
+    print(
+        json.dumps(
+            {
+                "hwm": vm_status()["VmHWM"],
+                "forward_growth": forward_growth,
+                "faults_per_step": faults / later,
+                "secs_per_step": secs / later,
+            }
+        )
+    )
 
 
 # --- The worker.
@@ -390,6 +408,10 @@ def handle(cmd, models):
         return {}
     if kind == "chain":
         return {"secs": chain_run(cmd["impl"], cmd["regions"], cmd["backward"])}
+    if kind == "threads":
+        # Section 1 runs at several thread counts in one worker.
+        torch.set_num_threads(cmd["n"])
+        return {"threads": torch.get_num_threads()}
     config = cmd["config"]
     if config not in models:
         cfg = CONFIGS[config]

@@ -12,6 +12,8 @@
 //! - `run [--quick] --out FILE --python PY --script peers.py --command TEXT`
 //! - `rss <policy> <config> <steps>`: the memory child (one JSON line)
 //! - `chain <rounds>`: only the per-region chain, one line per round
+//! - `steps <config> <rounds> --python PY --script peers.py`: only section
+//!   1's table for one config, at `--threads`, on stdout
 //! - `planner [--quick] [--config small|medium] --out FILE`: only section 4
 //!   (the planner), as markdown in FILE, with its plot beside it; `--config`
 //!   is the config of the hand-policy comparison (medium by default)
@@ -51,10 +53,14 @@ fn config_by_name(name: &str) -> Option<Config> {
 pub struct Plan {
     /// Rounds of step timing per config.
     pub step_rounds: [(&'static str, usize); 2],
+    /// The intra-op thread counts of section 1 (both sides), each a table.
+    pub step_threads: [i32; 2],
     pub chain_rounds: usize,
     /// Chain runs per variant and round (their median is the round's value).
     pub chain_reps: usize,
     pub deep_steps: usize,
+    /// Steps of each fault child (medium; the first is not counted).
+    pub fault_steps: usize,
     /// The config of the memory children (`deep`; `medium` in a quick run).
     pub memory_config: &'static str,
     /// Planner, small config: rounds over every assignment.
@@ -66,10 +72,12 @@ pub struct Plan {
 }
 
 const FULL: Plan = Plan {
-    step_rounds: [("small", 15), ("medium", 5)],
+    step_rounds: [("small", 21), ("medium", 11)],
+    step_threads: [1, 2],
     chain_rounds: 15,
     chain_reps: 9,
     deep_steps: 5,
+    fault_steps: 6,
     memory_config: "deep",
     planner_small_rounds: 31,
     planner_medium_rounds: 11,
@@ -78,9 +86,11 @@ const FULL: Plan = Plan {
 
 const QUICK: Plan = Plan {
     step_rounds: [("small", 3), ("medium", 1)],
+    step_threads: [1, 2],
     chain_rounds: 3,
     chain_reps: 3,
     deep_steps: 1,
+    fault_steps: 2,
     memory_config: "medium",
     planner_small_rounds: 2,
     planner_medium_rounds: 1,
@@ -150,13 +160,14 @@ fn main() {
         Some("rss") => rss(&args[1..]),
         Some("chain") => chain_only(&args[1..]),
         Some("planner") => planner_only(&args[1..]),
+        Some("steps") => steps_only(&args[1..]),
         // `cargo test --all-targets` runs every bench without arguments:
         // the benchmark is `cargo xtask bench`'s, not the test suite's.
         None => {
             println!("perf: run by `cargo xtask bench` (nothing to do without arguments)");
             Ok(())
         }
-        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | planner [--quick] [--config small|medium] --out FILE".into()),
+        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | steps <config> <rounds> --python PY --script FILE | planner [--quick] [--config small|medium] --out FILE".into()),
     };
     if let Err(e) = result {
         eprintln!("bench: error: {e}");
@@ -185,6 +196,47 @@ fn chain_only(args: &[String]) -> Result<(), String> {
             fb * 1e6
         );
     }
+    Ok(())
+}
+
+/// Only section 1, for one config at `--threads`, printed as its table: the
+/// quick way to measure one change of the runtime against the peers.
+fn steps_only(args: &[String]) -> Result<(), String> {
+    let usage = "steps <small|medium> <rounds> --python PY --script FILE";
+    let [config, rounds, rest @ ..] = args else {
+        return Err(usage.into());
+    };
+    let config = match config.as_str() {
+        "small" => "small",
+        "medium" => "medium",
+        _ => return Err(usage.into()),
+    };
+    let rounds: usize = rounds.parse().map_err(|_| usage)?;
+    let value = |flag: &str| {
+        rest.iter()
+            .skip_while(|a| *a != flag)
+            .nth(1)
+            .map(PathBuf::from)
+            .ok_or(usage)
+    };
+    let peers = Peers {
+        python: value("--python")?,
+        script: value("--script")?,
+    };
+    let mut worker = peers.worker()?;
+    let mut results = Results::new(FULL);
+    let started = std::time::Instant::now();
+    step_section(
+        &[(config, rounds)],
+        threads(),
+        &mut worker,
+        &mut results,
+        started,
+    )?;
+    worker.quit();
+    let mut text = String::new();
+    report::render_steps(&mut text, &results, config, threads(), rounds);
+    println!("{text}");
     Ok(())
 }
 
@@ -292,18 +344,16 @@ fn parse(args: &[String]) -> Result<Options, String> {
 /// The step variants of one round: (implementation, policy).
 pub const IMPLS: [&str; 3] = ["remat", "torch_remat", "torch"];
 
-fn run(args: &[String]) -> Result<(), String> {
-    let opts = parse(args)?;
-    let plan = if opts.quick { QUICK } else { FULL };
-    let started = std::time::Instant::now();
-    let mut worker = opts.peers.worker()?;
-    let hello = worker.ask(serde_json::json!({"cmd": "hello"}))?;
-    let machine = Machine::collect(&hello);
-    eprintln!("bench: {plan:?}");
-    let mut results = Results::new(plan);
-
-    // 1. Step time, interleaved round by round.
-    for (config, rounds) in plan.step_rounds {
+/// Section 1 at `t` intra-op threads: every variant once per round, the
+/// order rotating, a first untimed round.
+fn step_section(
+    configs: &[(&'static str, usize)],
+    t: i32,
+    worker: &mut python::Worker,
+    results: &mut Results,
+    started: std::time::Instant,
+) -> Result<(), String> {
+    for &(config, rounds) in configs {
         let setup = Setup::on(config_by_name(config).expect("known"), device());
         // Warm-up: one step of every variant (allocator, lazy init), untimed.
         for round in 0..=rounds {
@@ -325,15 +375,36 @@ fn run(args: &[String]) -> Result<(), String> {
                     _ => worker.step(config, imp, name)?,
                 };
                 if round > 0 {
-                    results.step(config, imp, name, secs, loss);
+                    results.step(config, t, imp, name, secs, loss);
                 }
             }
             eprintln!(
-                "bench: step time, {config}, round {round}/{rounds} ({:.0} s so far)",
+                "bench: step time, {config}, {t} thread(s), round {round}/{rounds} ({:.0} s so far)",
                 started.elapsed().as_secs_f64()
             );
         }
     }
+    Ok(())
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let opts = parse(args)?;
+    let plan = if opts.quick { QUICK } else { FULL };
+    let started = std::time::Instant::now();
+    let mut worker = opts.peers.worker()?;
+    let hello = worker.ask(serde_json::json!({"cmd": "hello"}))?;
+    let machine = Machine::collect(&hello);
+    eprintln!("bench: {plan:?}");
+    let mut results = Results::new(plan);
+
+    // 1. Step time, interleaved round by round, at each thread count.
+    for t in plan.step_threads {
+        tch::set_num_threads(t);
+        worker.threads(t)?;
+        step_section(&plan.step_rounds, t, &mut worker, &mut results, started)?;
+    }
+    tch::set_num_threads(threads());
+    worker.threads(threads())?;
 
     // 2. Bytes saved for backward (medium), then the memory children (deep).
     {
@@ -381,17 +452,39 @@ fn run(args: &[String]) -> Result<(), String> {
             .collect::<Result<_, _>>()?;
         for (name, child) in children {
             let out = child.wait_with_output().map_err(|e| e.to_string())?;
-            if !out.status.success() {
-                return Err(format!("memory child {name} failed ({})", out.status));
-            }
-            let text = String::from_utf8_lossy(&out.stdout);
-            let value: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or(""))
-                .map_err(|e| format!("memory child answered {text:?}: {e}"))?;
+            let value = python::last_json(out, &format!("memory child {name}"))?;
             results.rss(
                 "remat",
                 name,
                 python::num(&value, "hwm")? as i64,
                 python::num(&value, "forward_growth")? as i64,
+            );
+        }
+    }
+
+    // Page faults and time per step, one fresh process per implementation
+    // and policy, one after another (so that they do not share the cores):
+    // what a profile of the step found to differ between the processes.
+    for p in POLICIES {
+        let name = rust_side::policy_name(p);
+        eprintln!(
+            "bench: fault children, {name} ({:.0} s so far)",
+            started.elapsed().as_secs_f64()
+        );
+        let steps = plan.fault_steps;
+        let out = Command::new(&exe)
+            .args(["rss", name, "medium", &steps.to_string()])
+            .args(["--threads", &threads().to_string()])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let rust = python::last_json(out, &format!("fault child {name}"))?;
+        let py = opts.peers.child("torch", name, "medium", steps)?;
+        for (imp, v) in [("remat", rust), ("torch", py)] {
+            results.faults(
+                imp,
+                name,
+                python::num(&v, "faults_per_step")?,
+                python::num(&v, "secs_per_step")?,
             );
         }
     }
@@ -427,7 +520,12 @@ fn run(args: &[String]) -> Result<(), String> {
     planner_section(&plan, "medium", &opts.out, &mut section4)?;
 
     let elapsed = started.elapsed().as_secs_f64();
-    let text = report::render(&results, &machine, &opts.command, elapsed) + &section4;
+    let old = std::fs::read_to_string(&opts.out).unwrap_or_default();
+    let mut text = report::render(&results, &machine, &opts.command, elapsed) + &section4;
+    let kept = report::kept_tail(&old);
+    if !kept.is_empty() {
+        text = format!("{}\n\n{kept}", text.trim_end());
+    }
     std::fs::write(&opts.out, text)
         .map_err(|e| format!("cannot write {}: {e}", opts.out.display()))?;
     eprintln!("bench: wrote {} in {elapsed:.0} s", opts.out.display());

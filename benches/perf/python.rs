@@ -40,6 +40,38 @@ impl Peers {
     }
 }
 
+/// The last line of a child's standard output, as JSON.
+pub fn last_json(out: std::process::Output, what: &str) -> Result<Value, String> {
+    if !out.status.success() {
+        return Err(format!("{what} failed ({})", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .map_err(|e| format!("{what} answered {text:?}: {e}"))
+}
+
+impl Peers {
+    /// A fresh Python process running `steps` steps of `policy` (the
+    /// memory child of peers.py), its JSON line.
+    pub fn child(
+        &self,
+        imp: &str,
+        policy: &str,
+        config: &str,
+        steps: usize,
+    ) -> Result<Value, String> {
+        let out = Command::new(&self.python)
+            .arg(&self.script)
+            .args(["rss", imp, policy, config, &steps.to_string()])
+            .env("PYTHONWARNINGS", "ignore")
+            .env("REMAT_BENCH_THREADS", crate::threads().to_string())
+            .stderr(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot start {}: {e}", self.python.display()))?;
+        last_json(out, &format!("python child {imp} {policy}"))
+    }
+}
+
 impl Worker {
     pub fn ask(&mut self, cmd: Value) -> Result<Value, String> {
         writeln!(self.stdin, "{cmd}").map_err(|e| format!("python worker: {e}"))?;
@@ -62,6 +94,15 @@ impl Worker {
         let r =
             self.ask(json!({"cmd": "step", "config": config, "impl": imp, "policy": policy}))?;
         Ok((num(&r, "secs")?, num(&r, "loss")?))
+    }
+
+    /// Sets the worker's intra-op threads (section 1 runs at several).
+    pub fn threads(&mut self, n: i32) -> Result<(), String> {
+        let r = self.ask(json!({"cmd": "threads", "n": n}))?;
+        match num(&r, "threads")? as i32 {
+            got if got == n => Ok(()),
+            got => Err(format!("python worker runs {got} threads, not {n}")),
+        }
     }
 
     pub fn bytes(&mut self, config: &str, imp: &str, policy: &str) -> Result<i64, String> {

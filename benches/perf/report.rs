@@ -51,17 +51,31 @@ impl Machine {
     }
 }
 
-type Key = (String, String, String);
+/// The line after which docs/performance.md is written by hand (what a
+/// profile found, with the commands that reproduce it): a regeneration
+/// keeps it and everything after it.
+pub const KEPT: &str =
+    "<!-- Written by hand below this line: `cargo xtask bench` keeps it when it rewrites the file. -->";
+
+/// The hand-written end of an earlier file (from [`KEPT`] on), if any.
+pub fn kept_tail(old: &str) -> &str {
+    old.find(KEPT).map_or("", |i| &old[i..])
+}
+
+/// (config, threads, impl, policy).
+type Key = (String, i32, String, String);
 
 pub struct Results {
     plan: Plan,
-    /// (config, impl, policy) -> seconds per round.
+    /// (config, threads, impl, policy) -> seconds per round.
     steps: BTreeMap<Key, Vec<f64>>,
     losses: BTreeMap<Key, f64>,
     /// (impl, policy) -> bytes.
     bytes: BTreeMap<(String, String), i64>,
     /// (impl, policy) -> (VmHWM, growth of VmRSS over the first forward).
     rss: BTreeMap<(String, String), (i64, i64)>,
+    /// (impl, policy) -> (minor page faults, seconds) per step.
+    faults: BTreeMap<(String, String), (f64, f64)>,
     /// (impl, regions, backward) -> seconds per round.
     chain: BTreeMap<(String, bool, bool), Vec<f64>>,
 }
@@ -74,12 +88,13 @@ impl Results {
             losses: BTreeMap::new(),
             bytes: BTreeMap::new(),
             rss: BTreeMap::new(),
+            faults: BTreeMap::new(),
             chain: BTreeMap::new(),
         }
     }
 
-    pub fn step(&mut self, config: &str, imp: &str, policy: &str, secs: f64, loss: f64) {
-        let key = (config.to_string(), imp.to_string(), policy.to_string());
+    pub fn step(&mut self, config: &str, t: i32, imp: &str, policy: &str, secs: f64, loss: f64) {
+        let key = (config.to_string(), t, imp.to_string(), policy.to_string());
         self.losses.insert(key.clone(), loss);
         self.steps.entry(key).or_default().push(secs);
     }
@@ -92,6 +107,11 @@ impl Results {
         self.rss.insert((imp.into(), policy.into()), (hwm, growth));
     }
 
+    pub fn faults(&mut self, imp: &str, policy: &str, faults: f64, secs: f64) {
+        self.faults
+            .insert((imp.into(), policy.into()), (faults, secs));
+    }
+
     pub fn chain(&mut self, imp: &str, regions: bool, backward: bool, secs: f64) {
         self.chain
             .entry((imp.into(), regions, backward))
@@ -99,7 +119,7 @@ impl Results {
             .push(secs);
     }
 
-    fn steps_of(&self, config: &str, imp: &str, policy: &str) -> Option<&Vec<f64>> {
+    fn steps_of(&self, config: &str, t: i32, imp: &str, policy: &str) -> Option<&Vec<f64>> {
         // Eager torch is the `none` of both Python peers.
         let imp = if policy == "none" && imp == "torch_remat" {
             "torch"
@@ -107,7 +127,7 @@ impl Results {
             imp
         };
         self.steps
-            .get(&(config.to_string(), imp.to_string(), policy.to_string()))
+            .get(&(config.to_string(), t, imp.to_string(), policy.to_string()))
     }
 
     /// Per-region seconds of one implementation, per round.
@@ -186,7 +206,8 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
     let _ = writeln!(o, "| torch_remat | {} |", m.torch_remat);
     let _ = writeln!(
         o,
-        "| threads | {t} on both sides (`tch::set_num_threads({t})`, `torch.set_num_threads({t})`; `--threads`) |",
+        "| threads | section 1 at {:?} intra-op threads, the rest at {t}, on both sides (`tch::set_num_threads`, `torch.set_num_threads`; `--threads`) |",
+        p.step_threads,
         t = crate::threads()
     );
     let _ = writeln!(
@@ -219,61 +240,12 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
 
     // 1. Step time.
     let _ = writeln!(o, "## 1. Step time\n");
-    for (config, rounds) in p.step_rounds {
-        let _ = writeln!(
-            o,
-            "### {config} ({rounds} rounds)\n\n\
-             | policy | remat | × none | torch_remat | × none | torch.utils.checkpoint | × none | remat ÷ torch_remat | remat ÷ torch.utils.checkpoint |\n\
-             | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-        );
-        for policy in POLICY_NAMES {
-            let mut row = format!("| `{policy}` ");
-            for imp in IMPLS {
-                match (
-                    r.steps_of(config, imp, policy),
-                    r.steps_of(config, imp, "none"),
-                ) {
-                    (Some(v), Some(base)) => {
-                        let _ = write!(
-                            row,
-                            "| {} | {} ",
-                            ms(summary(v)),
-                            ratio(summary(&ratios(v, base)))
-                        );
-                    }
-                    _ => row.push_str("| – | – "),
-                }
-            }
-            for peer in ["torch_remat", "torch"] {
-                match (
-                    r.steps_of(config, "remat", policy),
-                    r.steps_of(config, peer, policy),
-                ) {
-                    (Some(a), Some(b)) => {
-                        let _ = write!(row, "| {} ", ratio(summary(&ratios(a, b))));
-                    }
-                    _ => row.push_str("| – "),
-                }
-            }
-            let _ = writeln!(o, "{row}|");
-        }
-        let losses: Vec<f64> = r
-            .losses
-            .iter()
-            .filter(|(k, _)| k.0 == config)
-            .map(|(_, l)| *l)
-            .collect();
-        let same = losses.windows(2).all(|w| w[0] == w[1]);
-        let _ = writeln!(
-            o,
-            "\nLoss of every variant: {} ({}).\n",
-            losses.first().map_or("–".into(), |l| format!("{l:.7}")),
-            if same {
-                "bitwise the same in all of them"
-            } else {
-                "NOT the same in all variants"
-            }
-        );
+    let tables = p
+        .step_rounds
+        .into_iter()
+        .flat_map(|(config, rounds)| p.step_threads.map(|t| (config, t, rounds)));
+    for (config, t, rounds) in tables {
+        render_steps(&mut o, r, config, t, rounds);
     }
 
     // 2. Memory.
@@ -337,6 +309,46 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
         let _ = writeln!(o, "{row}|");
     }
 
+    let _ = writeln!(
+        o,
+        "\n**Page faults per step**, medium config: a fresh process per implementation and \
+         policy (the children run one after another, with the default allocator settings) runs \
+         {} steps and reports the minor page faults (/proc/self/stat; `ru_minflt` in Python) \
+         and the seconds of the steps after the first, per step. A page fault is memory the \
+         allocator got back from the system and touched again: glibc returns freed memory at \
+         the top of its heap, and a process whose heap holds other objects above it (Python's) \
+         cannot, so the same ops fault more or less depending on the process, not on the \
+         checkpointing. One step per child and policy is noisy: section 1 is the comparison \
+         of time.\n",
+        p.fault_steps
+    );
+    let _ = writeln!(
+        o,
+        "| policy | remat faults | torch.utils.checkpoint faults | remat step | torch.utils.checkpoint step |\n\
+         | --- | --- | --- | --- | --- |"
+    );
+    for policy in POLICY_NAMES {
+        let get = |imp: &str| {
+            r.faults
+                .get(&(imp.to_string(), policy.to_string()))
+                .copied()
+        };
+        let cell = |v: Option<(f64, f64)>, secs: bool| match v {
+            Some((_, s)) if secs => format!("{:.1} ms", s * 1e3),
+            Some((f, _)) => format!("{f:.0}"),
+            None => "–".into(),
+        };
+        let (a, b) = (get("remat"), get("torch"));
+        let _ = writeln!(
+            o,
+            "| `{policy}` | {} | {} | {} | {} |",
+            cell(a, false),
+            cell(b, false),
+            cell(a, true),
+            cell(b, true)
+        );
+    }
+
     // 3. Per-region overhead.
     let _ = writeln!(
         o,
@@ -390,4 +402,63 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
         );
     }
     o
+}
+
+/// One table of section 1: `config` at `t` threads.
+pub fn render_steps(o: &mut String, r: &Results, config: &str, t: i32, rounds: usize) {
+    let plural = if t == 1 { "" } else { "s" };
+    let _ = writeln!(
+        o,
+        "### {config}, {t} thread{plural} ({rounds} rounds)\n\n\
+         | policy | remat | × none | torch_remat | × none | torch.utils.checkpoint | × none | remat ÷ torch_remat | remat ÷ torch.utils.checkpoint |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for policy in POLICY_NAMES {
+        let mut row = format!("| `{policy}` ");
+        for imp in IMPLS {
+            match (
+                r.steps_of(config, t, imp, policy),
+                r.steps_of(config, t, imp, "none"),
+            ) {
+                (Some(v), Some(base)) => {
+                    let _ = write!(
+                        row,
+                        "| {} | {} ",
+                        ms(summary(v)),
+                        ratio(summary(&ratios(v, base)))
+                    );
+                }
+                _ => row.push_str("| – | – "),
+            }
+        }
+        for peer in ["torch_remat", "torch"] {
+            match (
+                r.steps_of(config, t, "remat", policy),
+                r.steps_of(config, t, peer, policy),
+            ) {
+                (Some(a), Some(b)) => {
+                    let _ = write!(row, "| {} ", ratio(summary(&ratios(a, b))));
+                }
+                _ => row.push_str("| – "),
+            }
+        }
+        let _ = writeln!(o, "{row}|");
+    }
+    let losses: Vec<f64> = r
+        .losses
+        .iter()
+        .filter(|(k, _)| k.0 == config && k.1 == t)
+        .map(|(_, l)| *l)
+        .collect();
+    let same = losses.windows(2).all(|w| w[0] == w[1]);
+    let _ = writeln!(
+        o,
+        "\nLoss of every variant: {} ({}).\n",
+        losses.first().map_or("–".into(), |l| format!("{l:.7}")),
+        if same {
+            "bitwise the same in all of them"
+        } else {
+            "NOT the same in all variants"
+        }
+    );
 }
