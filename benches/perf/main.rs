@@ -69,6 +69,8 @@ pub struct Plan {
     pub planner_medium_rounds: usize,
     /// Planner, medium config: budgets in the sweep.
     pub planner_budgets: usize,
+    /// Timing runs of each planner profile (`profile_with`).
+    pub profile_runs: usize,
 }
 
 const FULL: Plan = Plan {
@@ -82,6 +84,7 @@ const FULL: Plan = Plan {
     planner_small_rounds: 31,
     planner_medium_rounds: 11,
     planner_budgets: 9,
+    profile_runs: 15,
 };
 
 const QUICK: Plan = Plan {
@@ -95,6 +98,7 @@ const QUICK: Plan = Plan {
     planner_small_rounds: 2,
     planner_medium_rounds: 1,
     planner_budgets: 3,
+    profile_runs: 3,
 };
 
 static THREADS: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
@@ -269,6 +273,7 @@ fn planner_section(
     out: &std::path::Path,
     text: &mut String,
 ) -> Result<(), String> {
+    planner::PROFILE_RUNS.store(plan.profile_runs, std::sync::atomic::Ordering::Relaxed);
     let small = planner::small_check("small", SMALL, plan.planner_small_rounds)?;
     let (cfg, rounds) = match config {
         "small" => (SMALL, plan.planner_small_rounds),
@@ -344,6 +349,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
 /// The step variants of one round: (implementation, policy).
 pub const IMPLS: [&str; 3] = ["remat", "torch_remat", "torch"];
 
+/// The pause at each switch between the Rust process and the Python one.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Section 1 at `t` intra-op threads: every variant once per round, the
 /// order rotating, a first untimed round.
 fn step_section(
@@ -368,8 +376,19 @@ fn step_section(
             // Rotate the order each round so no variant always goes first.
             let n = variants.len();
             variants.rotate_left(round % n);
+            let mut last_side = None;
             for (imp, p) in variants {
                 let name = rust_side::policy_name(p);
+                // The process that ran last keeps its intra-op threads
+                // spinning for a while after its step; with as many threads
+                // as cores, the first steps of the other process would
+                // share the cores with them (docs/performance.md, section
+                // 5). A pause at each switch lets them park.
+                let side = imp == "remat";
+                if last_side.is_some_and(|s| s != side) {
+                    std::thread::sleep(SETTLE);
+                }
+                last_side = Some(side);
                 let (secs, loss) = match imp {
                     "remat" => rust_side::step(&setup, p),
                     _ => worker.step(config, imp, name)?,

@@ -124,9 +124,20 @@ pub fn plan_label(plan: &Plan) -> String {
         .join(" / ")
 }
 
+/// Timing runs of each profile (the plan's `profile_runs`, set by
+/// `planner_section`).
+pub static PROFILE_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(5);
+
+pub fn profile_runs() -> usize {
+    PROFILE_RUNS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn profile(setup: &Setup) -> Result<planner::Profile, String> {
-    // Five timing runs: the plan is only as good as the forward times.
-    planner::profile_with(|| setup.loss(ModelPolicy::Auto), 5).map_err(|e| e.to_string())
+    // The plan is only as good as the profile's times, and the step-time
+    // differences it calibrates from are a few percent of a step: on a
+    // shared machine they need many rounds.
+    planner::profile_with(|| setup.loss(ModelPolicy::Auto), profile_runs())
+        .map_err(|e| e.to_string())
 }
 
 fn plan_variant(setup: &Setup, plan: Plan) -> Variant {

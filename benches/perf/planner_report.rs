@@ -39,12 +39,13 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
         o,
         "\n## 4. Planner (docs/planner.md)\n\n\
          The reference model's `Auto` regions and blocks (`ModelPolicy::Auto`) under plans from \
-         `Plan::for_budget`, profiled once per config (`planner::profile_with`, 5 timing runs), \
+         `Plan::for_budget`, profiled once per config (`planner::profile_with`, {} timing runs), \
          one intra-op thread. Step time is forward + backward as in section 1, all variants of a \
          config interleaved round by round (rotating order, a first untimed round). Bytes are \
          measured with `planner::measure_kept_bytes` (remat's count: what checkpoints keep, \
          their inputs, and what autograd saved outside them) and compared with the plan's \
-         prediction.\n"
+         prediction.\n",
+        crate::planner::profile_runs()
     );
 
     // Small: brute force.
@@ -193,10 +194,11 @@ fn render_profiles(o: &mut String, f: &Frontier) {
     let _ = writeln!(
         o,
         "\n#### Three profiles of the model\n\n\
-         The {} model profiled three times in this process (`profile_with`, 5 timing runs each; \
+         The {} model profiled three times in this process (`profile_with`, {} timing runs each; \
          the plans above come from the first). Costs per block, median ± spread (half the \
          interquartile range over the calibration's rounds):\n",
-        f.config
+        f.config,
+        crate::planner::profile_runs()
     );
     for (i, line) in f.profile_costs.iter().enumerate() {
         let _ = writeln!(o, "- profile {}: {line}", i + 1);

@@ -222,7 +222,9 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          (`bench/python/peers.py worker`) runs the Python ones and answers one JSON command per \
          line over a pipe. The bench drives both: every round runs every variant once (the \
          order rotates from round to round, and a first round is an untimed warm-up), so the \
-         drift of a shared machine hits all variants of a round alike. Each table shows the \
+         drift of a shared machine hits all variants of a round alike. At each switch between \
+         the two processes the bench pauses 50 ms, so that the intra-op threads of the process \
+         that ran last have parked before the other one starts (section 5). Each table shows the \
          median over rounds with the interquartile range in parentheses; a ratio is taken \
          within each round first, and the table shows the median (and quartiles) of those \
          per-round ratios. Times are measured inside each process around forward + backward \
