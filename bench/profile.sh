@@ -11,9 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-6}
-shift || true
-policies=("${@:-none full selective save_mlp}")
-read -r -a policies <<<"${policies[*]}"
+policies=(none full selective save_mlp)
+if [ $# -gt 1 ]; then
+    policies=("${@:2}")
+fi
 exe=$(ls -t target/release/deps/perf-* | grep -v '\.d$' | head -1)
 torch=$(readlink -f .libtorch)
 python=$(dirname "$(dirname "$(dirname "$(dirname "$torch")")")")/bin/python

@@ -179,6 +179,14 @@ fn main() {
     }
 }
 
+/// This bench as a memory child (`rss`) at this run's thread count.
+fn rss_command(exe: &std::path::Path, policy: &str, config: &str, steps: usize) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(["rss", policy, config, &steps.to_string()])
+        .args(["--threads", &threads().to_string()]);
+    cmd
+}
+
 fn rss(args: &[String]) -> Result<(), String> {
     let [policy, config, steps] = args else {
         return Err("rss <policy> <config> <steps>".into());
@@ -273,13 +281,12 @@ fn planner_section(
     out: &std::path::Path,
     text: &mut String,
 ) -> Result<(), String> {
-    planner::PROFILE_RUNS.store(plan.profile_runs, std::sync::atomic::Ordering::Relaxed);
-    let small = planner::small_check("small", SMALL, plan.planner_small_rounds)?;
+    let small = planner::small_check("small", SMALL, plan.planner_small_rounds, plan.profile_runs)?;
     let (cfg, rounds) = match config {
         "small" => (SMALL, plan.planner_small_rounds),
         _ => (MEDIUM, plan.planner_medium_rounds),
     };
-    let frontier = planner::frontier(config, cfg, rounds, plan.planner_budgets)?;
+    let frontier = planner::frontier(config, cfg, rounds, plan.planner_budgets, plan.profile_runs)?;
     let svg = out.with_file_name("pareto.svg");
     pareto::draw(&svg, &frontier)?;
     eprintln!("bench: Pareto plot written to {}", svg.display());
@@ -454,15 +461,8 @@ fn run(args: &[String]) -> Result<(), String> {
             .iter()
             .map(|p| {
                 let name = rust_side::policy_name(*p);
-                Command::new(&exe)
-                    .args([
-                        "rss",
-                        name,
-                        plan.memory_config,
-                        &plan.deep_steps.to_string(),
-                    ])
+                rss_command(&exe, name, plan.memory_config, plan.deep_steps)
                     .env("MALLOC_MMAP_THRESHOLD_", "65536")
-                    .args(["--threads", &threads().to_string()])
                     .stdout(std::process::Stdio::piped())
                     .spawn()
                     .map(|c| (name, c))
@@ -491,9 +491,7 @@ fn run(args: &[String]) -> Result<(), String> {
             started.elapsed().as_secs_f64()
         );
         let steps = plan.fault_steps;
-        let out = Command::new(&exe)
-            .args(["rss", name, "medium", &steps.to_string()])
-            .args(["--threads", &threads().to_string()])
+        let out = rss_command(&exe, name, "medium", steps)
             .output()
             .map_err(|e| e.to_string())?;
         let rust = python::last_json(out, &format!("fault child {name}"))?;

@@ -71,6 +71,8 @@ pub struct SmallCheck {
 /// (indexes into `plans`, one per hand policy), and the budget sweep.
 pub struct Frontier {
     pub config: &'static str,
+    /// Timing runs of each of its profiles.
+    pub profile_runs: usize,
     /// The profile, as printed.
     pub profile: String,
     pub rounds: usize,
@@ -124,20 +126,12 @@ pub fn plan_label(plan: &Plan) -> String {
         .join(" / ")
 }
 
-/// Timing runs of each profile (the plan's `profile_runs`, set by
-/// `planner_section`).
-pub static PROFILE_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(5);
-
-pub fn profile_runs() -> usize {
-    PROFILE_RUNS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-fn profile(setup: &Setup) -> Result<planner::Profile, String> {
+/// A profile with `runs` timing runs.
+fn profile(setup: &Setup, runs: usize) -> Result<planner::Profile, String> {
     // The plan is only as good as the profile's times, and the step-time
     // differences it calibrates from are a few percent of a step: on a
     // shared machine they need many rounds.
-    planner::profile_with(|| setup.loss(ModelPolicy::Auto), profile_runs())
-        .map_err(|e| e.to_string())
+    planner::profile_with(|| setup.loss(ModelPolicy::Auto), runs).map_err(|e| e.to_string())
 }
 
 fn plan_variant(setup: &Setup, plan: Plan) -> Variant {
@@ -191,9 +185,14 @@ fn measure(setup: &Setup, variants: &mut [&mut Variant], rounds: usize, reps: us
 
 /// Every assignment of `cfg` measured; per distinct budget (the bytes of
 /// some assignment), the plan's choice and the fastest within it.
-pub fn small_check(config: &'static str, cfg: Config, rounds: usize) -> Result<SmallCheck, String> {
+pub fn small_check(
+    config: &'static str,
+    cfg: Config,
+    rounds: usize,
+    profile_runs: usize,
+) -> Result<SmallCheck, String> {
     let setup = Setup::on(cfg, crate::device());
-    let profile = profile(&setup)?;
+    let profile = profile(&setup, profile_runs)?;
     let mut all: Vec<Variant> = assignments(&profile)
         .iter()
         .map(|c| {
@@ -243,13 +242,14 @@ pub fn frontier(
     cfg: Config,
     rounds: usize,
     budgets: usize,
+    profile_runs: usize,
 ) -> Result<Frontier, String> {
     let setup = Setup::on(cfg, crate::device());
     // Three profiles in this process; the plans come from the first.
     let profiles: Vec<planner::Profile> = (0..3)
         .map(|i| {
             eprintln!("bench: planner, {config}, profile {}/3", i + 1);
-            profile(&setup)
+            profile(&setup, profile_runs)
         })
         .collect::<Result<_, _>>()?;
     let profile = &profiles[0];
@@ -308,6 +308,7 @@ pub fn frontier(
     all_budgets.sort_unstable();
     all_budgets.dedup();
     Ok(Frontier {
+        profile_runs,
         config,
         hand_as_plan,
         profile_costs: profiles.iter().map(costs_line).collect(),

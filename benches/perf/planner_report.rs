@@ -45,7 +45,7 @@ pub fn render(o: &mut String, s: &SmallCheck, f: &Frontier, svg: &str) {
          measured with `planner::measure_kept_bytes` (remat's count: what checkpoints keep, \
          their inputs, and what autograd saved outside them) and compared with the plan's \
          prediction.\n",
-        crate::planner::profile_runs()
+        f.profile_runs
     );
 
     // Small: brute force.
@@ -197,8 +197,7 @@ fn render_profiles(o: &mut String, f: &Frontier) {
          The {} model profiled three times in this process (`profile_with`, {} timing runs each; \
          the plans above come from the first). Costs per block, median ± spread (half the \
          interquartile range over the calibration's rounds):\n",
-        f.config,
-        crate::planner::profile_runs()
+        f.config, f.profile_runs
     );
     for (i, line) in f.profile_costs.iter().enumerate() {
         let _ = writeln!(o, "- profile {}: {line}", i + 1);
