@@ -69,6 +69,9 @@ pub struct Plan {
     pub planner_medium_rounds: usize,
     /// Planner, medium config: budgets in the sweep.
     pub planner_budgets: usize,
+    /// Planner, medium config: rounds of the hand policies alone, for the
+    /// time model's check (predicted against measured).
+    pub accuracy_rounds: usize,
     /// Timing runs of each planner profile (`profile_with`).
     pub profile_runs: usize,
 }
@@ -84,6 +87,7 @@ const FULL: Plan = Plan {
     planner_small_rounds: 31,
     planner_medium_rounds: 11,
     planner_budgets: 9,
+    accuracy_rounds: 21,
     profile_runs: 15,
 };
 
@@ -98,6 +102,7 @@ const QUICK: Plan = Plan {
     planner_small_rounds: 2,
     planner_medium_rounds: 1,
     planner_budgets: 3,
+    accuracy_rounds: 1,
     profile_runs: 3,
 };
 
@@ -286,7 +291,16 @@ fn planner_section(
         "small" => (SMALL, plan.planner_small_rounds),
         _ => (MEDIUM, plan.planner_medium_rounds),
     };
-    let frontier = planner::frontier(config, cfg, rounds, plan.planner_budgets, plan.profile_runs)?;
+    let frontier = planner::frontier(
+        config,
+        cfg,
+        planner::Rounds {
+            frontier: rounds,
+            accuracy: plan.accuracy_rounds,
+        },
+        plan.planner_budgets,
+        plan.profile_runs,
+    )?;
     let svg = out.with_file_name("pareto.svg");
     pareto::draw(&svg, &frontier)?;
     eprintln!("bench: Pareto plot written to {}", svg.display());

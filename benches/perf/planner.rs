@@ -77,6 +77,13 @@ pub struct Frontier {
     pub profile: String,
     pub rounds: usize,
     pub hand: Vec<Variant>,
+    /// The hand policies again, measured alone right after the profiles,
+    /// for the time model's check: rounds of four variants are short, so
+    /// the machine drifts less within one.
+    pub accuracy: Vec<Variant>,
+    pub accuracy_rounds: usize,
+    /// The first profile's reference step (`Profile::step`), seconds.
+    pub reference_step: f64,
     pub plans: Vec<Variant>,
     pub at_hand: Vec<usize>,
     pub sweep: Vec<usize>,
@@ -128,9 +135,8 @@ pub fn plan_label(plan: &Plan) -> String {
 
 /// A profile with `runs` timing runs.
 fn profile(setup: &Setup, runs: usize) -> Result<planner::Profile, String> {
-    // The plan is only as good as the profile's times, and the step-time
-    // differences it calibrates from are a few percent of a step: on a
-    // shared machine they need many rounds.
+    // The plan is only as good as the profile's times: on a shared machine
+    // they need many rounds.
     planner::profile_with(|| setup.loss(ModelPolicy::Auto), runs).map_err(|e| e.to_string())
 }
 
@@ -234,13 +240,21 @@ pub fn small_check(
     })
 }
 
+/// The rounds of the medium config's two measurements.
+pub struct Rounds {
+    /// Hand policies and plans.
+    pub frontier: usize,
+    /// The hand policies alone, for predicted against measured.
+    pub accuracy: usize,
+}
+
 /// The hand policies, the plans at their bytes and `budgets` plans from
 /// the least bytes to `none`'s, measured interleaved; identical plans run
-/// once.
+/// once. Before them, right after the profiles, the hand policies alone.
 pub fn frontier(
     config: &'static str,
     cfg: Config,
-    rounds: usize,
+    rounds: Rounds,
     budgets: usize,
     profile_runs: usize,
 ) -> Result<Frontier, String> {
@@ -253,18 +267,27 @@ pub fn frontier(
         })
         .collect::<Result<_, _>>()?;
     let profile = &profiles[0];
-    let mut hand: Vec<Variant> = POLICIES
-        .into_iter()
-        .map(|p| {
-            let mut v = hand_variant(&setup, p);
-            if let Some(c) = hand_choices(profile, p) {
-                let predicted = planner::predict(profile, &c);
-                v.predicted_replay = Some(predicted.replay_ns as f64 / 1e9);
-                v.predicted_spread = Some(predicted.spread_ns as f64 / 1e9);
-            }
-            v
-        })
-        .collect();
+    let hand_variants = || -> Vec<Variant> {
+        POLICIES
+            .into_iter()
+            .map(|p| {
+                let mut v = hand_variant(&setup, p);
+                if let Some(c) = hand_choices(profile, p) {
+                    let predicted = planner::predict(profile, &c);
+                    v.predicted_replay = Some(predicted.replay_ns as f64 / 1e9);
+                    v.predicted_spread = Some(predicted.spread_ns as f64 / 1e9);
+                }
+                v
+            })
+            .collect()
+    };
+    let mut accuracy = hand_variants();
+    {
+        let mut refs: Vec<&mut Variant> = accuracy.iter_mut().collect();
+        let what = format!("{config}, hand policies alone");
+        measure(&setup, &mut refs, rounds.accuracy, MEDIUM_REPS, &what);
+    }
+    let mut hand = hand_variants();
     let mut plans: Vec<Variant> = Vec::new();
     let mut keys: Vec<Vec<Choice>> = Vec::new();
     let mut index_of = |plan: Plan, plans: &mut Vec<Variant>| {
@@ -299,7 +322,7 @@ pub fn frontier(
     }
     {
         let mut refs: Vec<&mut Variant> = hand.iter_mut().chain(plans.iter_mut()).collect();
-        measure(&setup, &mut refs, rounds, MEDIUM_REPS, config);
+        measure(&setup, &mut refs, rounds.frontier, MEDIUM_REPS, config);
     }
     let hand_as_plan = POLICIES
         .into_iter()
@@ -314,8 +337,11 @@ pub fn frontier(
         profile_costs: profiles.iter().map(costs_line).collect(),
         agreement: agreement(&profiles, &all_budgets)?,
         profile: profile.to_string(),
-        rounds,
+        rounds: rounds.frontier,
         hand,
+        accuracy,
+        accuracy_rounds: rounds.accuracy,
+        reference_step: profile.step.ns as f64 / 1e9,
         plans,
         at_hand,
         sweep,

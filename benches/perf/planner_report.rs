@@ -1,6 +1,6 @@
 //! The markdown of section 4 (the planner) of docs/performance.md.
 
-use crate::accuracy::extra_over;
+use crate::accuracy::{extra_over, share_over};
 use crate::planner::{
     best_hand_within, round_ratios, Frontier, SmallCheck, Variant, MEDIUM_REPS, SMALL_REPS,
 };
@@ -219,46 +219,67 @@ fn render_profiles(o: &mut String, f: &Frontier) {
     }
 }
 
-/// The time model against the measured step time over `none`, per hand
-/// policy's assignment (and per plan of the sweep), from the same rounds.
+/// The time model against the measured step time over `none`: per hand
+/// policy's assignment from the hand policies' own rounds, per plan of the
+/// sweep from the frontier's rounds.
 fn render_accuracy(o: &mut String, f: &Frontier) {
-    let Some(none) = f.hand.iter().find(|h| h.label == "`none`") else {
+    let none_of = |vs: &'_ [Variant]| vs.iter().position(|h| h.label == "`none`");
+    let (Some(acc_none), Some(none)) = (none_of(&f.accuracy), none_of(&f.hand)) else {
         return;
     };
     let _ = writeln!(
         o,
         "\n#### Predicted against measured\n\n\
-         Predicted: the first profile's replay time for the assignment, ± its spread. Measured: \
-         per round, the variant's step time minus `none`'s in the same round (median and \
-         interquartile range over {} rounds).\n\n\
-         | assignment | predicted extra | measured extra over `none` | measured ÷ predicted |\n\
-         | --- | --- | --- | --- |",
+         Predicted: the first profile's replay time for the assignment, ± its spread, and that \
+         time as a share of the profile's reference step ({:.1} ms: forward + backward with \
+         every block whole, `Profile::step`). Measured: per round, the variant's step time \
+         minus `none`'s in the same round, in ms and as a share of `none`'s step (median and \
+         interquartile range). The hand policies' rows come from {} rounds of the four hand \
+         policies alone, run right after the profiles, each round's value the least of {} \
+         steps; the plans' rows from the {} rounds above. The last column compares the shares, \
+         which a change of the machine's speed between the profile and the measurement \
+         leaves alone (this machine's moved by a third within an hour: section 5); the \
+         milliseconds are shown as measured.\n\n\
+         | assignment | predicted extra | its share of a step | measured extra over `none` \
+         | its share of `none` | measured ÷ predicted (shares) |\n\
+         | --- | --- | --- | --- | --- | --- |",
+        f.reference_step * 1e3,
+        f.accuracy_rounds,
+        MEDIUM_REPS,
         f.rounds
     );
     let mut sweep: Vec<&Variant> = f.sweep.iter().map(|&i| &f.plans[i]).collect();
     sweep.sort_by_key(|v| v.bytes);
-    let rows = f
-        .hand
+    let hand = f
+        .accuracy
         .iter()
         .zip(&f.hand_as_plan)
         .filter(|(h, _)| h.label != "`none`")
-        .map(|(h, label)| (format!("{} ({label})", h.label), h))
-        .chain(sweep.into_iter().map(|p| (format!("plan {}", p.label), p)));
-    for (name, v) in rows {
+        .map(|(h, label)| (format!("{} ({label})", h.label), h, &f.accuracy[acc_none]));
+    let plans = sweep
+        .into_iter()
+        .map(|p| (format!("plan {}", p.label), p, &f.hand[none]));
+    for (name, v, none) in hand.chain(plans) {
         let (Some(p), Some(s)) = (v.predicted_replay, v.predicted_spread) else {
             continue;
         };
         let m = extra_over(v, none);
+        let share = share_over(v, none);
+        let predicted_share = p / f.reference_step;
         let _ = writeln!(
             o,
-            "| {name} | {:.2} ± {:.2} ms | {:.2} ms ({:.2}–{:.2}) | {} |",
+            "| {name} | {:.2} ± {:.2} ms | {:.3} | {:.2} ms ({:.2}–{:.2}) | {:.3} ({:.3}–{:.3}) | {} |",
             p * 1e3,
             s * 1e3,
+            predicted_share,
             m.median * 1e3,
             m.q1 * 1e3,
             m.q3 * 1e3,
-            if p > 0.0 {
-                format!("{:.2}", m.median / p)
+            share.median,
+            share.q1,
+            share.q3,
+            if p > 0.0 && f.reference_step > 0.0 {
+                format!("{:.2}", share.median / predicted_share)
             } else {
                 "–".into()
             }

@@ -23,7 +23,7 @@ fn repeated_layers_are_profiled_once() {
     // block whole, one with the kind's blocks checkpointed, all saved, and
     // one per region recomputed alone.
     assert_eq!(profile.runs, 1 + 4 + 1 + (1 + 1 + 2));
-    assert!(kind.step_measured, "{profile}");
+    assert!(kind.replay_measured, "{profile}");
     assert_eq!(kind.region_cost.len(), 2);
     let (b, t, d) = (SMALL.b, SMALL.t, SMALL.d);
     assert_eq!(kind.input_sizes, [vec![b, t, d]]);
@@ -182,9 +182,9 @@ fn calibration_leaves_parameter_gradients_alone() {
         assert!(!p.grad().defined(), "the profiler accumulated a gradient");
     }
     let kind = &profile.kinds[0];
-    assert!(kind.step_measured, "{profile}");
+    assert!(kind.replay_measured, "{profile}");
     for c in &kind.choices {
-        // docs/semantics.md, rule C17: the measured steps' replays already
+        // docs/semantics.md, rule C17: the measured replays already
         // stopped early, so the tail is not taken off again (it is, for a
         // kind timed by its forward: profile.rs's unit tests).
         let expected = if c.choice.checkpointed {
@@ -201,4 +201,42 @@ fn calibration_leaves_parameter_gradients_alone() {
             c.choice
         );
     }
+}
+
+/// The calibration costs a region by its replay inside the backward, not
+/// by its forward: a region that sleeps 30 ms only when it is replayed
+/// costs at least that; a region that does not, and the checkpoint's own
+/// replay, cost well under it.
+#[test]
+fn a_region_costs_what_its_replay_takes() {
+    use remat::{checkpoint, region, Policy};
+    use std::time::Duration;
+    use tch::{Kind, Tensor};
+    let _serial = serial();
+    let w = Tensor::ones([64], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    let forward = || {
+        let y = checkpoint("layers.0").auto().call(&w, |w| {
+            let a = region("slow", Policy::Auto).call(&w, |w| {
+                if remat::is_recomputing() {
+                    std::thread::sleep(Duration::from_millis(30));
+                }
+                (w * 2).exp()
+            });
+            let b = region("fast", Policy::Auto).call(&a, |a| a.sin());
+            remat::recompute_needs_tensor(&b);
+            b.cos()
+        });
+        y.sum(Kind::Float)
+    };
+    let profile = remat::planner::profile_with(forward, 3).unwrap();
+    let kind = &profile.kinds[0];
+    assert!(kind.replay_measured, "{profile}");
+    assert_eq!(kind.regions, ["slow", "fast"]);
+    let ms = |e: Estimate| e.ns as f64 / 1e6;
+    assert!(ms(kind.region_cost[0]) >= 29.0, "{profile}");
+    assert!(ms(kind.region_cost[1]) < 10.0, "{profile}");
+    assert!(ms(kind.checkpoint_cost) < 10.0, "{profile}");
+    // The forward never slept: forward times could not have found it.
+    assert!(kind.region_ns[0] < 10_000_000, "{profile}");
+    assert!(profile.step.ns > 0, "{profile}");
 }

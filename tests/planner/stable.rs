@@ -76,13 +76,14 @@ fn profile(shape: &Shape, costs: Costs) -> Profile {
             bare_ns: 0,
             checkpoint_cost: costs.checkpoint,
             region_cost: vec![costs.attention, costs.mlp],
-            step_measured: true,
+            replay_measured: true,
             save_bytes: vec![shape.bytes[2], shape.bytes[3]],
             whole_bytes: shape.can_disable.then_some(shape.bytes[0] + 2 * MIB),
             choices,
         }],
         runs: 0,
         copy: None,
+        step: Estimate::default(),
     }
 }
 

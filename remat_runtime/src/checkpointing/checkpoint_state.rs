@@ -60,7 +60,7 @@ pub(crate) struct CheckpointState {
     /// The active plan's decision, taken when the forward started: `Auto`
     /// regions read it on the forward and on every replay alike.
     pub auto: Resolved,
-    /// Where the forward's timings go when profiling (`None` otherwise).
+    /// Where the forward's and the replays' timings go when profiling (`None` otherwise).
     pub profile: Option<Arc<Mutex<CheckpointCall>>>,
     /// The thread's autocast state when the forward started.
     pub autocast: AutocastState,

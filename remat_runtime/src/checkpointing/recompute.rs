@@ -20,6 +20,7 @@ use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::{StopState, STOP};
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::nodes;
+use crate::diagnostics::timing::ReplayTimer;
 use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::hooks::state_hooks::{restore_all, snapshot_all, RestoreOnDrop};
@@ -35,6 +36,8 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
     if lock(&state.inner).replayed.contains(&task) {
         return Ok(());
     }
+    // The planner's calibration costs a choice by this time (planner/profile.rs).
+    let _timed = state.profile.as_deref().map(ReplayTimer::start);
     // docs/semantics.md, rule C1: the inputs come back from the node that saved them.
     let inputs = saved_inputs(state)?;
     let caller_autocast = AutocastState::current()?;

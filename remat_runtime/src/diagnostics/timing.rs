@@ -4,7 +4,8 @@
 //! Off by default. A checkpoint looks at the thread's sink once, when it
 //! starts, and keeps the record in its state; its regions then only test
 //! that field (`None` when off), so the per-region path pays nothing more.
-//! Only forward runs are recorded, never replays.
+//! Forward runs record their closure and regions; a replay records only
+//! its own duration (what the planner's calibration costs a choice by).
 
 use crate::bridge::{storage_key, storage_nbytes};
 use crate::checkpointing::policy::Policy;
@@ -81,6 +82,9 @@ pub(crate) struct CheckpointCall {
     /// start: where an early-stopped replay may end.
     pub saves: Vec<Duration>,
     pub regions: Vec<RegionCall>,
+    /// Time spent replaying it inside backward, all replays summed (a
+    /// retained graph replays once per backward).
+    pub replay: Duration,
     /// Leaves that require grad (parameters) saved inside it: the
     /// calibration's backward computes their gradients too, so that it does
     /// a real step's work in the block (see `planner::profile`).
@@ -117,6 +121,29 @@ pub(crate) fn since_start(call: &Mutex<CheckpointCall>) -> Duration {
 pub(crate) fn note_holder(call: &Mutex<CheckpointCall>) {
     let at = since_start(call);
     lock(call).saves.push(at);
+}
+
+/// Adds the time from its start to its drop to a call's replay time
+/// (only while profiling: `call` is the checkpoint's record).
+pub(crate) struct ReplayTimer<'a> {
+    call: &'a Mutex<CheckpointCall>,
+    timer: DeviceTimer,
+}
+
+impl<'a> ReplayTimer<'a> {
+    pub(crate) fn start(call: &'a Mutex<CheckpointCall>) -> ReplayTimer<'a> {
+        ReplayTimer {
+            call,
+            timer: DeviceTimer::start(),
+        }
+    }
+}
+
+impl Drop for ReplayTimer<'_> {
+    fn drop(&mut self) {
+        let elapsed = self.timer.elapsed();
+        lock(self.call).replay += elapsed;
+    }
 }
 
 /// Where a profiling run's records go.

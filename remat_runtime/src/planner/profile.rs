@@ -18,11 +18,13 @@
 //! with every `Auto` region saved adds to a step (its bare code's replay
 //! and the runtime's own work: hooks, placeholders, bookkeeping), plus,
 //! per region it recomputes, what recomputing that region instead of
-//! saving it adds. For kinds a plan may turn off both are measured
-//! directly as differences of whole steps (forward + backward), interleaved
-//! round by round, so they include what a forward time misses (a replay
-//! runs in backward, with other caches and allocations) and what early
-//! stop leaves out of a replay (docs/semantics.md, rule C17). Other kinds
+//! saving it adds. For kinds a plan may turn off both are measured as
+//! replays: the runtime times each checkpoint's replay inside the backward
+//! of real steps (forward + backward), so the costs include what a forward
+//! time misses (a replay runs in backward, with other caches and
+//! allocations) and what early stop leaves out of a replay
+//! (docs/semantics.md, rule C17), without the noise of the rest of the
+//! step that a difference of two step times carries. Other kinds
 //! fall back to forward times, less the forward time after the replay's
 //! last save when early stop is on (from the times of the forward's
 //! saves). Every cost is an [`Estimate`]: median and spread over its
@@ -44,7 +46,7 @@ use crate::error::{Error, Result};
 use crate::planner::choice::{decision_table, Choice};
 use crate::planner::estimate::Estimate;
 use crate::sync::lock;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use tch::Tensor;
@@ -73,9 +75,9 @@ pub struct ChoiceCost {
     pub working_set: i64,
     /// Forward time, ns, of the code after this choice's last save, which
     /// an early-stopped replay does not run (docs/semantics.md, rule C17).
-    /// For a kind timed by its forward ([`LayerKind::step_measured`]
-    /// false) it is taken off `replay_ns`; measured steps already leave it
-    /// out, so there it only says what early stop saved. 0 for a
+    /// For a kind timed by its forward ([`LayerKind::replay_measured`]
+    /// false) it is taken off `replay_ns`; measured replays already stopped
+    /// there, so for them it only says what early stop saved. 0 for a
     /// checkpoint without early stop and when whole.
     pub tail_ns: u64,
     /// Bytes an offloading choice moves off the device (what the same
@@ -134,17 +136,17 @@ pub struct LayerKind {
     /// its `Auto` regions and its fixed `Save` regions, ns.
     pub bare_ns: u64,
     /// What one block of this kind adds to a step when checkpointed with
-    /// every `Auto` region saved: its bare code's replay and the runtime's
-    /// work on the forward and in backward.
+    /// every `Auto` region saved: its replay (the bare code, and the hooks
+    /// and bookkeeping of the replay itself).
     pub checkpoint_cost: Estimate,
     /// Per `Auto` region: what recomputing it instead of saving it adds
     /// to a step, per block.
     pub region_cost: Vec<Estimate>,
-    /// Whether `checkpoint_cost` and `region_cost` are differences of
-    /// measured steps (forward + backward; kinds a plan may turn off, in a
-    /// model whose checkpoints' inputs need gradients) or, otherwise,
-    /// forward times of the bare code and the regions.
-    pub step_measured: bool,
+    /// Whether `checkpoint_cost` and `region_cost` come from replays timed
+    /// inside the backward of measured steps (kinds a plan may turn off, in
+    /// a model whose checkpoints' inputs need gradients) or, otherwise,
+    /// from forward times of the bare code and the regions.
+    pub replay_measured: bool,
     /// Bytes each `Auto` region adds when it alone is `Save` (its saves and
     /// the outputs kept for consumers).
     pub save_bytes: Vec<i64>,
@@ -172,6 +174,11 @@ pub struct Profile {
     /// With offload considered ([`profile_with_offload`]): the measured
     /// copy cost that offloading choices pay. `None`: no choice offloads.
     pub copy: Option<CopyCost>,
+    /// The calibration's reference step (forward + backward with every
+    /// block a plan may turn off whole), over its rounds; 0 when nothing
+    /// was calibrated. The costs are in the units of this step: a machine
+    /// that runs slower later scales both.
+    pub step: Estimate,
 }
 
 impl Profile {
@@ -212,11 +219,13 @@ impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "profile: {} planned checkpoint(s) of {} kind(s), baseline {} kept, {} runs",
+            "profile: {} planned checkpoint(s) of {} kind(s), baseline {} kept, {} runs, \
+             reference step {}",
             self.layers.len(),
             self.kinds.len(),
             human_bytes(self.baseline_bytes),
-            self.runs
+            self.runs,
+            self.step
         )?;
         for kind in &self.kinds {
             let names: Vec<&str> = kind
@@ -234,8 +243,8 @@ impl fmt::Display for Profile {
                 kind.whole_bytes.map_or("-".into(), human_bytes),
                 kind.bare_ns as f64 / 1e6,
                 kind.checkpoint_cost,
-                if kind.step_measured {
-                    "step times"
+                if kind.replay_measured {
+                    "replays in backward"
                 } else {
                     "forward times"
                 }
@@ -319,12 +328,13 @@ pub fn profile(forward: impl FnMut() -> Tensor) -> Result<Profile> {
 /// baseline; forward times are medians over these runs and over the
 /// checkpoints of a kind), then once per other choice of each kind of
 /// checkpoint, with only one checkpoint of the kind changed; these losses
-/// are dropped without backward. Then the step-time calibration
+/// are dropped without backward. Then the calibration
 /// ([`LayerKind::checkpoint_cost`], [`LayerKind::region_cost`]): a warm-up
 /// step, then `timing_runs` rounds of `1 + Σ (1 + R)` forward and backward
 /// steps over the kinds a plan may turn off (R: a kind's `Auto` regions):
 /// every such block whole, then per kind its blocks checkpointed with
-/// every region saved and, per region, with only that region recomputed.
+/// every region saved and, per region, with only that region recomputed;
+/// each checkpoint's replay is timed inside their backward.
 /// Their backward returns the gradients of the checkpoints' inputs and of
 /// the parameters saved inside them (as `torch.autograd.grad` does)
 /// instead of accumulating them, so parameters' `.grad` are untouched.
@@ -429,6 +439,7 @@ fn profile_inner(
         kinds,
         runs: 0,
         copy: None,
+        step: Estimate::default(),
     };
     for k in 0..profile.kinds.len() {
         let rep = profile.kinds[k].members[0];
@@ -462,16 +473,25 @@ fn profile_inner(
     Ok(profile)
 }
 
+/// What one timed step measured.
+struct Step {
+    /// Forward + backward, ns.
+    ns: u64,
+    /// The leaves that this step's checkpoints saved.
+    leaves: Vec<Tensor>,
+    /// Per checkpoint call, by name: its replays' time inside the backward.
+    replays: HashMap<String, u64>,
+}
+
 /// One forward + backward under `table`, timed. The backward computes
 /// gradients (returned, not accumulated) for the checkpoints' inputs and for
-/// `leaves`, the parameters saved inside checkpoints. Also returns the
-/// leaves this run's checkpoints saved. `None` when no checkpoint input
-/// requires grad (nothing to time a backward with).
+/// `leaves`, the parameters saved inside checkpoints. `None` when no
+/// checkpoint input requires grad (nothing to time a backward with).
 fn timed_step(
     forward: &mut impl FnMut() -> Tensor,
     table: DecisionTable,
     leaves: &[Tensor],
-) -> Result<Option<(u64, Vec<Tensor>)>> {
+) -> Result<Option<Step>> {
     let sink = Arc::new(ProfileSink {
         grad_inputs: Some(Default::default()),
         ..ProfileSink::default()
@@ -491,26 +511,39 @@ fn timed_step(
              backpropagates through its checkpoints): {e}"
         ))
     })?;
-    let elapsed = timer.elapsed().as_nanos() as u64;
+    let ns = timer.elapsed().as_nanos() as u64;
+    let calls: Vec<CheckpointCall> = lock(&sink.calls).iter().map(|c| lock(c).clone()).collect();
     let mut seen = HashSet::new();
-    let saved = lock(&sink.calls)
+    let leaves = calls
         .iter()
-        .flat_map(|c| lock(c).leaves.clone().0)
+        .flat_map(|c| c.leaves.clone().0)
         .filter(|t| storage_key(t).is_some_and(|k| seen.insert(k)))
         .collect();
-    Ok(Some((elapsed, saved)))
+    let replays = calls
+        .iter()
+        .filter_map(|c| Some((c.name.clone()?, c.replay.as_nanos() as u64)))
+        .collect();
+    Ok(Some(Step {
+        ns,
+        leaves,
+        replays,
+    }))
 }
 
 /// Measures [`LayerKind::checkpoint_cost`] and [`LayerKind::region_cost`]
-/// for the kinds a plan may turn off, as differences of timed steps within
-/// one round (so that the drift of a shared machine between rounds
-/// cancels): every such block whole; per kind, its blocks checkpointed with
-/// every region saved (minus whole: the checkpoint cost) and with only
-/// region r recomputed (minus all saved: region r's cost); per block, as
-/// estimates over the rounds. The steps compute the gradients of the
-/// parameters saved in checkpoints (found by a first, untimed step with
-/// every block checkpointed), so that a block does a real step's work.
-/// Returns the forward runs it took.
+/// for the kinds a plan may turn off, from their replays timed inside the
+/// backward of real steps: after a warm-up step with every block
+/// checkpointed (which finds the parameters saved in checkpoints, whose
+/// gradients the steps compute, so that a block does a real step's work),
+/// `rounds` rounds of a step with every such block whole (the reference
+/// step, [`Profile::step`]) and, per kind, a step with its blocks
+/// checkpointed and every region saved (each block's replay: a sample of
+/// the checkpoint cost), then one per region with only that region
+/// recomputed (its replay minus the same block's all-saved replay of the
+/// round: a sample of the region's cost). A replay is timed alone, not as
+/// the difference of two steps, so the noise of the rest of the step stays
+/// out of it (docs/planner.md, "The model of cost"). Returns the forward
+/// runs it took.
 fn calibrate(
     profile: &mut Profile,
     forward: &mut impl FnMut() -> Tensor,
@@ -559,39 +592,48 @@ fn calibrate(
     let table = |choices: &[usize]| profile.table("the profiler's calibration".into(), choices);
     let mut runs = 1;
     // Also the warm-up: the first backward pays one-time costs.
-    let Some((_, leaves)) = timed_step(forward, table(&baseline), &[])? else {
+    let Some(Step { leaves, .. }) = timed_step(forward, table(&baseline), &[])? else {
         return Ok(runs);
     };
-    // samples[j][v]: per round, kind j's variant v minus its reference
-    // (whole for the all-saved variant, all saved for the others), per block.
+    // samples[j][v]: kind j's variant v, per block and round: the all-saved
+    // replay, then each region's replay minus the all-saved one.
     let mut samples: Vec<Vec<Vec<i64>>> =
         variants.iter().map(|v| vec![Vec::new(); v.len()]).collect();
+    let mut steps = Vec::new();
     for _ in 0..rounds {
-        let Some((base, _)) = timed_step(forward, table(&whole), &leaves)? else {
+        let Some(base) = timed_step(forward, table(&whole), &leaves)? else {
             return Ok(runs);
         };
         runs += 1;
+        steps.push(base.ns as i64);
         for (j, &k) in kinds.iter().enumerate() {
             let members = profile.kinds[k].members.clone();
-            let mut times = Vec::new();
+            let mut replays: Vec<Vec<i64>> = Vec::new();
             for &c in &variants[j] {
                 let mut choices = whole.clone();
                 for &m in &members {
                     choices[m] = c;
                 }
-                let Some((t, _)) = timed_step(forward, table(&choices), &leaves)? else {
+                let Some(step) = timed_step(forward, table(&choices), &leaves)? else {
                     return Ok(runs);
                 };
                 runs += 1;
-                times.push(t as i64);
+                let of = |m: usize| {
+                    step.replays
+                        .get(&profile.layers[m])
+                        .copied()
+                        .unwrap_or_default() as i64
+                };
+                replays.push(members.iter().map(|&m| of(m)).collect());
             }
-            let per_block = |d: i64| d / members.len() as i64;
-            samples[j][0].push(per_block(times[0] - base as i64));
-            for v in 1..times.len() {
-                samples[j][v].push(per_block(times[v] - times[0]));
+            samples[j][0].extend(&replays[0]);
+            for v in 1..replays.len() {
+                let d = replays[v].iter().zip(&replays[0]).map(|(a, b)| a - b);
+                samples[j][v].extend(d);
             }
         }
     }
+    profile.step = Estimate::from_samples(&steps);
     for (j, &k) in kinds.iter().enumerate() {
         let kind = &mut profile.kinds[k];
         kind.checkpoint_cost = Estimate::from_samples(&samples[j][0]);
@@ -599,7 +641,7 @@ fn calibrate(
             .iter()
             .map(|s| Estimate::from_samples(s))
             .collect();
-        kind.step_measured = true;
+        kind.replay_measured = true;
     }
     Ok(runs)
 }
@@ -677,7 +719,7 @@ fn structure(calls: &[CheckpointCall], offload: bool) -> Result<Structure> {
                     bare_ns: 0,
                     checkpoint_cost: Estimate::default(),
                     region_cost: vec![Estimate::default(); n],
-                    step_measured: false,
+                    replay_measured: false,
                     whole_bytes: None,
                     choices,
                 });
@@ -860,7 +902,7 @@ fn finish_kind(kind: &mut LayerKind, tails: &[u64], copy: Option<CopyCost>) {
             // docs/semantics.md, rule C17: an early-stopped replay ends at
             // its last save. Measured steps already ran it so; a forward
             // time still holds the tail, which is taken off.
-            let skipped = if kind.step_measured { 0 } else { tail };
+            let skipped = if kind.replay_measured { 0 } else { tail };
             c.replay_ns = cost.ns.saturating_sub(skipped);
             c.spread_ns = cost.spread_ns;
             c.tail_ns = tail;
@@ -947,13 +989,13 @@ mod tests {
         };
         // Always checkpointed: timed by its forward. Bare code 4 ms, each
         // region 3 ms.
-        assert!(!kind.step_measured);
+        assert!(!kind.replay_measured);
         finish_kind(kind, &tails, None);
         assert_eq!(replay(kind, [false, false]), (4 + 3 + 3 - 3, 3));
         assert_eq!(replay(kind, [false, true]), (4 + 3 - 1, 1));
         assert_eq!(replay(kind, [true, true]), (4 - 1, 1));
         // The same costs as differences of measured steps.
-        kind.step_measured = true;
+        kind.replay_measured = true;
         finish_kind(kind, &tails, None);
         assert_eq!(replay(kind, [false, false]), (4 + 3 + 3, 3));
         assert_eq!(replay(kind, [false, true]), (4 + 3, 1));
@@ -990,6 +1032,7 @@ mod tests {
             kinds,
             runs: 0,
             copy: None,
+            step: Estimate::default(),
         };
         moved_bytes(&mut profile);
         let copy = CopyCost {
