@@ -1,9 +1,7 @@
 //! Section 4's checks of the profile itself: whether three profiles of one
 //! model in one process give the same plans, and how the time model's
 //! prediction for an assignment compares with the step time it adds over
-//! `none`, measured in the same interleaved rounds, in milliseconds and as
-//! a share of the step (which a machine's change of speed between the
-//! profile and the measurement leaves alone).
+//! `none`, measured in interleaved rounds.
 
 use crate::planner::{plan_label, Variant};
 use crate::stats::{summary, Summary};
@@ -88,18 +86,6 @@ pub fn extra_over(v: &Variant, none: &Variant) -> Summary {
         .iter()
         .zip(&none.times)
         .map(|(a, b)| a - b)
-        .collect();
-    summary(&d)
-}
-
-/// The measured step time a variant adds over `none`, per round, as a
-/// share of `none`'s step in that round.
-pub fn share_over(v: &Variant, none: &Variant) -> Summary {
-    let d: Vec<f64> = v
-        .times
-        .iter()
-        .zip(&none.times)
-        .map(|(a, b)| (a - b) / b)
         .collect();
     summary(&d)
 }

@@ -82,8 +82,6 @@ pub struct Frontier {
     /// the machine drifts less within one.
     pub accuracy: Vec<Variant>,
     pub accuracy_rounds: usize,
-    /// The first profile's reference step (`Profile::step`), seconds.
-    pub reference_step: f64,
     pub plans: Vec<Variant>,
     pub at_hand: Vec<usize>,
     pub sweep: Vec<usize>,
@@ -341,7 +339,6 @@ pub fn frontier(
         hand,
         accuracy,
         accuracy_rounds: rounds.accuracy,
-        reference_step: profile.step.ns as f64 / 1e9,
         plans,
         at_hand,
         sweep,

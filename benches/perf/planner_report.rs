@@ -1,6 +1,6 @@
 //! The markdown of section 4 (the planner) of docs/performance.md.
 
-use crate::accuracy::{extra_over, share_over};
+use crate::accuracy::extra_over;
 use crate::planner::{
     best_hand_within, round_ratios, Frontier, SmallCheck, Variant, MEDIUM_REPS, SMALL_REPS,
 };
@@ -230,23 +230,14 @@ fn render_accuracy(o: &mut String, f: &Frontier) {
     let _ = writeln!(
         o,
         "\n#### Predicted against measured\n\n\
-         Predicted: the first profile's replay time for the assignment, ± its spread, and that \
-         time as a share of the profile's reference step ({:.1} ms: forward + backward with \
-         every block whole, `Profile::step`). Measured: per round, the variant's step time \
-         minus `none`'s in the same round, in ms and as a share of `none`'s step (median and \
+         Predicted: the first profile's replay time for the assignment, ± its spread. Measured: \
+         per round, the variant's step time minus `none`'s in the same round (median and \
          interquartile range). The hand policies' rows come from {} rounds of the four hand \
-         policies alone, run right after the profiles, each round's value the least of {} \
-         steps; the plans' rows from the {} rounds above. The last column compares the shares, \
-         which a change of the machine's speed between the profile and the measurement \
-         leaves alone (this machine's moved by a third within an hour: section 5); the \
-         milliseconds are shown as measured.\n\n\
-         | assignment | predicted extra | its share of a step | measured extra over `none` \
-         | its share of `none` | measured ÷ predicted (shares) |\n\
-         | --- | --- | --- | --- | --- | --- |",
-        f.reference_step * 1e3,
-        f.accuracy_rounds,
-        MEDIUM_REPS,
-        f.rounds
+         policies alone, run right after the profiles (each round's value the least of {} \
+         steps), the plans' rows from the {} rounds above.\n\n\
+         | assignment | predicted extra | measured extra over `none` | measured ÷ predicted |\n\
+         | --- | --- | --- | --- |",
+        f.accuracy_rounds, MEDIUM_REPS, f.rounds
     );
     let mut sweep: Vec<&Variant> = f.sweep.iter().map(|&i| &f.plans[i]).collect();
     sweep.sort_by_key(|v| v.bytes);
@@ -264,22 +255,16 @@ fn render_accuracy(o: &mut String, f: &Frontier) {
             continue;
         };
         let m = extra_over(v, none);
-        let share = share_over(v, none);
-        let predicted_share = p / f.reference_step;
         let _ = writeln!(
             o,
-            "| {name} | {:.2} ± {:.2} ms | {:.3} | {:.2} ms ({:.2}–{:.2}) | {:.3} ({:.3}–{:.3}) | {} |",
+            "| {name} | {:.2} ± {:.2} ms | {:.2} ms ({:.2}–{:.2}) | {} |",
             p * 1e3,
             s * 1e3,
-            predicted_share,
             m.median * 1e3,
             m.q1 * 1e3,
             m.q3 * 1e3,
-            share.median,
-            share.q1,
-            share.q3,
-            if p > 0.0 && f.reference_step > 0.0 {
-                format!("{:.2}", share.median / predicted_share)
+            if p > 0.0 {
+                format!("{:.2}", m.median / p)
             } else {
                 "–".into()
             }

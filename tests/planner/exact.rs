@@ -238,5 +238,4 @@ fn a_region_costs_what_its_replay_takes() {
     assert!(ms(kind.checkpoint_cost) < 10.0, "{profile}");
     // The forward never slept: forward times could not have found it.
     assert!(kind.region_ns[0] < 10_000_000, "{profile}");
-    assert!(profile.step.ns > 0, "{profile}");
 }

@@ -55,6 +55,24 @@ impl Estimate {
         }
     }
 
+    /// The same median with a spread of at least `share` of it: for an
+    /// estimate whose samples agree more closely than what it estimates
+    /// is known.
+    ///
+    /// ```
+    /// use remat_runtime::planner::Estimate;
+    /// let e = Estimate { ns: 1000, spread_ns: 20 };
+    /// assert_eq!(e.widened(0.1).spread_ns, 100);
+    /// assert_eq!(e.widened(0.01).spread_ns, 20);
+    /// ```
+    pub fn widened(self, share: f64) -> Estimate {
+        let floor = (self.ns as f64 * share).ceil() as u64;
+        Estimate {
+            ns: self.ns,
+            spread_ns: self.spread_ns.max(floor),
+        }
+    }
+
     /// An exact value (spread 0).
     ///
     /// ```

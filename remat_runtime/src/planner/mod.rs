@@ -24,5 +24,5 @@ pub use file::{parse_bytes, PLAN_FORMAT};
 pub use plan::{assignments, predict, LayerPlan, Plan, PlanGuard, Prediction, Target};
 pub use profile::{
     measure_kept_bytes, profile, profile_with, profile_with_offload, ChoiceCost, CopyCost,
-    LayerKind, Profile, MAX_AUTO_REGIONS,
+    LayerKind, Profile, MAX_AUTO_REGIONS, MODEL_ERROR,
 };
