@@ -467,19 +467,17 @@ fn profile_inner(
 
 /// What one timed step measured.
 struct Step {
-    /// Forward + backward, ns.
-    ns: u64,
     /// The leaves that this step's checkpoints saved.
     leaves: Vec<Tensor>,
     /// Per checkpoint call, by name: its replays' time inside the backward.
     replays: HashMap<String, u64>,
 }
 
-/// One forward + backward under `table`, timed. The backward computes
+/// One forward + backward under `table`, its replays timed. The backward computes
 /// gradients (returned, not accumulated) for the checkpoints' inputs and for
 /// `leaves`, the parameters saved inside checkpoints. `None` when no
 /// checkpoint input requires grad (nothing to time a backward with).
-fn timed_step(
+fn replay_step(
     forward: &mut impl FnMut() -> Tensor,
     table: DecisionTable,
     leaves: &[Tensor],
@@ -490,7 +488,6 @@ fn timed_step(
     });
     let _plan = auto::push(Some(Arc::new(table)));
     let _sink = record_into(sink.clone());
-    let timer = DeviceTimer::start();
     let loss = forward();
     let mut inputs = std::mem::take(&mut *lock(sink.grad_inputs.as_ref().expect("set above")));
     if inputs.is_empty() || !loss.requires_grad() {
@@ -503,7 +500,6 @@ fn timed_step(
              backpropagates through its checkpoints): {e}"
         ))
     })?;
-    let ns = timer.elapsed().as_nanos() as u64;
     let calls: Vec<CheckpointCall> = lock(&sink.calls).iter().map(|c| lock(c).clone()).collect();
     let mut seen = HashSet::new();
     let leaves = calls
@@ -515,11 +511,7 @@ fn timed_step(
         .iter()
         .filter_map(|c| Some((c.name.clone()?, c.replay.as_nanos() as u64)))
         .collect();
-    Ok(Some(Step {
-        ns,
-        leaves,
-        replays,
-    }))
+    Ok(Some(Step { leaves, replays }))
 }
 
 /// How far a replay-measured cost may be from the step time it adds, as a
@@ -598,7 +590,7 @@ fn calibrate(
     let table = |choices: &[usize]| profile.table("the profiler's calibration".into(), choices);
     let mut runs = 1;
     // Also the warm-up: the first backward pays one-time costs.
-    let Some(Step { leaves, .. }) = timed_step(forward, table(&baseline), &[])? else {
+    let Some(Step { leaves, .. }) = replay_step(forward, table(&baseline), &[])? else {
         return Ok(runs);
     };
     // samples[j][v]: kind j's variant v, per block and round: the all-saved
@@ -608,7 +600,7 @@ fn calibrate(
     for _ in 0..rounds {
         // Every block whole: the same work in every round before the
         // kinds' steps (also what the bench measures `none` as).
-        if timed_step(forward, table(&whole), &leaves)?.is_none() {
+        if replay_step(forward, table(&whole), &leaves)?.is_none() {
             return Ok(runs);
         }
         runs += 1;
@@ -620,7 +612,7 @@ fn calibrate(
                 for &m in &members {
                     choices[m] = c;
                 }
-                let Some(step) = timed_step(forward, table(&choices), &leaves)? else {
+                let Some(step) = replay_step(forward, table(&choices), &leaves)? else {
                     return Ok(runs);
                 };
                 runs += 1;
