@@ -188,7 +188,7 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
         o,
         "# Performance\n\n\
          Written by `{command}` (benches/perf, bench/python/peers.py) in one run of \
-         {:.0} minutes. Regenerate it with `cargo xtask bench` (about 25 minutes on a 2-core \
+         {:.0} minutes. Regenerate it with `cargo xtask bench` (about 30 minutes on a 2-core \
          machine; `cargo xtask bench --quick` for a smoke run whose numbers mean little).\n",
         elapsed / 60.0
     );
