@@ -271,6 +271,17 @@ fn planner_only(args: &[String]) -> Result<(), String> {
         Some(c) => return Err(format!("--config takes small or medium, not {c}")),
     };
     let plan = if quick { QUICK } else { FULL };
+    // Checked before the minutes of measuring, not when the plot is written.
+    let folder = std::path::Path::new(out)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty());
+    if let Some(folder) = folder.filter(|p| !p.is_dir()) {
+        return Err(format!(
+            "--out {out}: the folder {} does not exist (the file and the Pareto plot beside \
+             it go there); create it first",
+            folder.display()
+        ));
+    }
     let mut text = String::new();
     planner_section(&plan, config, std::path::Path::new(out), &mut text)?;
     std::fs::write(out, text).map_err(|e| format!("cannot write {out}: {e}"))
