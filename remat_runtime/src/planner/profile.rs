@@ -500,17 +500,20 @@ fn replay_step(
              backpropagates through its checkpoints): {e}"
         ))
     })?;
-    let calls: Vec<CheckpointCall> = lock(&sink.calls).iter().map(|c| lock(c).clone()).collect();
-    let mut seen = HashSet::new();
-    let leaves = calls
-        .iter()
-        .flat_map(|c| c.leaves.clone().0)
-        .filter(|t| storage_key(t).is_some_and(|k| seen.insert(k)))
-        .collect();
-    let replays = calls
-        .iter()
-        .filter_map(|c| Some((c.name.clone()?, c.replay.as_nanos() as u64)))
-        .collect();
+    let (mut seen, mut leaves, mut replays) = (HashSet::new(), Vec::new(), HashMap::new());
+    for call in lock(&sink.calls).iter() {
+        let call = lock(call);
+        leaves.extend(
+            call.leaves
+                .0
+                .iter()
+                .filter(|t| storage_key(t).is_some_and(|k| seen.insert(k)))
+                .map(Tensor::shallow_clone),
+        );
+        if let Some(name) = &call.name {
+            replays.insert(name.clone(), call.replay.as_nanos() as u64);
+        }
+    }
     Ok(Some(Step { leaves, replays }))
 }
 
@@ -534,9 +537,9 @@ pub const MODEL_ERROR: f64 = 0.20;
 /// backward of real steps: after a warm-up step with every block
 /// checkpointed (which finds the parameters saved in checkpoints, whose
 /// gradients the steps compute, so that a block does a real step's work),
-/// `rounds` rounds of a step with every such block whole and, per kind, a step with its blocks
-/// checkpointed and every region saved (each block's replay: a sample of
-/// the checkpoint cost), then one per region with only that region
+/// `rounds` rounds of a step with every such block whole and, per kind, a
+/// step with its blocks checkpointed and every region saved (each block's
+/// replay: a sample of the checkpoint cost), then one per region with only that region
 /// recomputed (its replay minus the same block's all-saved replay of the
 /// round: a sample of the region's cost). A replay is timed alone, not as
 /// the difference of two steps, so the noise of the rest of the step stays
@@ -895,7 +898,7 @@ fn finish_kind(kind: &mut LayerKind, tails: &[u64], copy: Option<CopyCost>) {
                 cost = cost + copy.for_bytes(c.moved_bytes);
             }
             // docs/semantics.md, rule C17: an early-stopped replay ends at
-            // its last save. Measured steps already ran it so; a forward
+            // its last save. Measured replays already stopped so; a forward
             // time still holds the tail, which is taken off.
             let skipped = if kind.replay_measured { 0 } else { tail };
             c.replay_ns = cost.ns.saturating_sub(skipped);
@@ -989,7 +992,7 @@ mod tests {
         assert_eq!(replay(kind, [false, false]), (4 + 3 + 3 - 3, 3));
         assert_eq!(replay(kind, [false, true]), (4 + 3 - 1, 1));
         assert_eq!(replay(kind, [true, true]), (4 - 1, 1));
-        // The same costs as differences of measured steps.
+        // The same costs as measured replays.
         kind.replay_measured = true;
         finish_kind(kind, &tails, None);
         assert_eq!(replay(kind, [false, false]), (4 + 3 + 3, 3));
