@@ -211,8 +211,11 @@ impl State {
     pub(crate) fn assign(&mut self, local: usize, projs: &[Proj], value: Tree, weak: bool) {
         let key = place_key(projs);
         let mut tree = if weak {
-            // The old contents stay: what the place held before, too.
-            let mut old = project(&self.tree_of(local), projs);
+            // The old contents stay: what the place held before, too. Read
+            // through the key, not `projs`: `p[_]` stands for every index,
+            // so after `p[0] = ..` it holds what any element held (`p[1]`
+            // is read from it too), not element 0 alone.
+            let mut old = project(&self.tree_of(local), &key);
             union_into(&mut old, value);
             old
         } else {
@@ -244,7 +247,8 @@ impl State {
         self.unhold(local, &key);
         let vals: BTreeSet<Val> = value.into_values().flatten().collect();
         if !self.places.contains_key(&(local, key.clone())) {
-            let here = project(&self.tree_of(local), projs)
+            // Through the key, as in a weak `assign`.
+            let here = project(&self.tree_of(local), &key)
                 .remove(&Vec::new())
                 .unwrap_or_default();
             self.places.insert((local, key.clone()), here);

@@ -3,7 +3,7 @@
 //! names the tensor, next to the valid variant of the same program, which
 //! stays accepted. One test per hole, named after the construct: here
 //! control flow and places (labelled blocks, `&mut` re-borrows, copies
-//! taken for views); `holes_phase` has `needs` on recomputation, `#[cfg]`,
+//! taken for views, one element of a vector written); `holes_phase` has `needs` on recomputation, `#[cfg]`,
 //! and the valid programs the check refused.
 
 use proc_macro2::TokenStream;
@@ -297,5 +297,44 @@ fn a_call_given_mut_may_return_a_reference_into_it() {
         let r = slot(&mut s); r.t = a;
         remat! { needs a; }
         (&s.t + x).tanh()
+    });
+}
+
+#[test]
+fn writing_one_element_keeps_the_others_unmarked() {
+    // Found by the oracle: every index of `p` is one place, and a write to
+    // `p[0]` kept what it held as element 0 alone, so the `needs p[0]`
+    // before it covered the read of `p[1]`.
+    refused(
+        quote! {
+            let mut p = vec![x * 1.0, x * 1.0];
+            'b0: { p = remat!(save [1]: fv(x)); }
+            'b1: {
+                'b2: { remat! { needs p[0]; } p[0] = x.shallow_clone(); }
+                let _ = p[1].exp();
+            }
+            x * 1.0
+        },
+        &["`p[1]` is an element of `p`", "add `needs p;`"],
+    );
+    refused(
+        quote! {
+            remat! { let mut p = save parts: fv(x); }
+            remat! { needs p[0]; }
+            p[0] = x.shallow_clone();
+            (&p[1] + x).tanh()
+        },
+        &["`p[1]` is an element of `p`, the output of `save` region `parts`"],
+    );
+    accepted(quote! {
+        remat! { let mut p = save parts: fv(x); }
+        remat! { needs p; }
+        p[0] = x.shallow_clone();
+        (&p[1] + x).tanh()
+    });
+    accepted(quote! {
+        remat! { let mut p = save parts: fv(x); }
+        remat! { needs p[0]; }
+        (&p[0] + x).tanh()
     });
 }

@@ -214,11 +214,16 @@ thread_local! {
     static STATS: Cell<(usize, usize, usize)> = const { Cell::new((0, 0, 0)) };
 }
 
+/// 1500 cases, or `PROPTEST_CASES` for a longer hunt.
 fn config() -> ProptestConfig {
+    let default = ProptestConfig::default();
     ProptestConfig {
-        cases: 1500,
+        cases: match std::env::var_os("PROPTEST_CASES") {
+            Some(_) => default.cases,
+            None => 1500,
+        },
         failure_persistence: None,
-        ..ProptestConfig::default()
+        ..default
     }
 }
 
