@@ -8,8 +8,8 @@
 
 use crate::error::{Error, Result};
 use crate::planner::choice::Choice;
+use crate::planner::cost::Profile;
 use crate::planner::plan::{LayerPlan, Plan, Prediction, Target};
-use crate::planner::profile::Profile;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,12 +3,15 @@
 //! save under a byte budget, and apply the plan at run time.
 //!
 //! From the bottom up: `choice` (one way to run a checkpoint), `estimate`
-//! (a measured time with its spread), `profile`
-//! (what each choice keeps and costs), `plan` (the exact solver and
+//! (a measured time with its spread), `cost` (what a profile holds:
+//! each choice's bytes and time), `profile` (measuring them), `calibrate`
+//! (their times, as replays), `plan` (the exact solver and
 //! activation), `file` (plan files). Policy tables (`crate::policies`,
 //! docs/policies.md), the configuration form of a plan, are public here.
 
+pub(crate) mod calibrate;
 pub(crate) mod choice;
+pub(crate) mod cost;
 pub(crate) mod estimate;
 pub(crate) mod file;
 pub(crate) mod plan;
@@ -18,11 +21,10 @@ pub use crate::policies::{
     regions, CheckpointEntry, PolicyRule, PolicyTable, RegionEntry, RegionList, TableGuard,
     TABLE_FORMAT,
 };
+pub use calibrate::MODEL_ERROR;
 pub use choice::Choice;
+pub use cost::{ChoiceCost, CopyCost, LayerKind, Profile, MAX_AUTO_REGIONS};
 pub use estimate::Estimate;
 pub use file::{parse_bytes, PLAN_FORMAT};
 pub use plan::{assignments, predict, LayerPlan, Plan, PlanGuard, Prediction, Target};
-pub use profile::{
-    measure_kept_bytes, profile, profile_with, profile_with_offload, ChoiceCost, CopyCost,
-    LayerKind, Profile, MAX_AUTO_REGIONS, MODEL_ERROR,
-};
+pub use profile::{measure_kept_bytes, profile, profile_with, profile_with_offload};

@@ -27,7 +27,7 @@ use crate::checkpointing::policy::Policy;
 use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
 use crate::planner::choice::{decision_table, Choice};
-use crate::planner::profile::{ChoiceCost, Profile};
+use crate::planner::cost::{ChoiceCost, Profile};
 use std::fmt;
 use std::sync::Arc;
 
