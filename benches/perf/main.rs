@@ -17,6 +17,9 @@
 //! - `planner [--quick] [--config small|medium] --out FILE`: only section 4
 //!   (the planner), as markdown in FILE, with its plot beside it; `--config`
 //!   is the config of the hand-policy comparison (medium by default)
+//! - `extras <rounds> <reps>`: where each hand policy's extra step time
+//!   over `none` goes on the medium config (forward, backward page faults,
+//!   against the time model's prediction), as a markdown table
 //!
 //! Every subcommand takes `--threads N` (default 1): libtorch's intra-op
 //! threads on both sides (the Python worker reads `REMAT_BENCH_THREADS`),
@@ -25,6 +28,7 @@
 //! Python peers stay on the CPU, so `run` refuses another device).
 
 mod accuracy;
+mod extras;
 mod pareto;
 mod planner;
 mod planner_report;
@@ -170,6 +174,7 @@ fn main() {
         Some("chain") => chain_only(&args[1..]),
         Some("planner") => planner_only(&args[1..]),
         Some("steps") => steps_only(&args[1..]),
+        Some("extras") => extras::extras(&args[1..]),
         // `cargo test --all-targets` runs every bench without arguments:
         // the benchmark is `cargo xtask bench`'s, not the test suite's.
         None => {
