@@ -608,13 +608,28 @@ fn train_cargo() -> Command {
     cmd
 }
 
-/// Builds the training example through the recipe, checks its formatting,
-/// clippy and unit tests, and trains a few steps under every policy and under
-/// a plan for a memory budget, in fp32 and under CPU bf16 autocast, failing
-/// unless the losses of all runs of a precision are bitwise equal at every
-/// step and the plan's predicted bytes are measured; then trains a few steps
-/// on 2 ranks (`--ranks 2 --check`), failing unless the ranks' parameters
-/// are bitwise equal after every step.
+/// `train_cargo` for `test`'s checks of the training example: its release
+/// profile at opt-level 0. The checks are of behaviour (bitwise losses,
+/// bytes as predicted, ranks in step), which optimization does not change,
+/// and at opt-level 3 the build was most of the part: torch-sys's C++
+/// wrapper took 90 s instead of 25 s, and the whole part, cold, 201 s
+/// instead of 118 s on the development machine. The artifacts sit beside
+/// the optimized ones `demo` builds (cargo keys them by profile settings),
+/// so neither rebuilds the other's.
+fn train_test_cargo() -> Command {
+    let mut cmd = train_cargo();
+    cmd.env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0");
+    cmd
+}
+
+/// Builds the training example through the recipe (unoptimized:
+/// `train_test_cargo`), checks its formatting, clippy and unit tests, and
+/// trains a few steps under every policy and under a plan for a memory
+/// budget, in fp32 and under CPU bf16 autocast, failing unless the losses of
+/// all runs of a precision are bitwise equal at every step and the plan's
+/// predicted bytes are measured; then trains a few steps on 2 ranks (`--ranks
+/// 2 --check`), failing unless the ranks' parameters are bitwise equal after
+/// every step.
 fn test_train_crate() -> Result<()> {
     let steps: Vec<(&str, Vec<&str>)> = vec![
         (
@@ -639,7 +654,7 @@ fn test_train_crate() -> Result<()> {
     ];
     for (what, args) in &steps {
         eprintln!("xtask test: {what}: cargo {}", args.join(" "));
-        run(train_cargo().args(args))?;
+        run(train_test_cargo().args(args))?;
     }
     train_smoke("off", "train_gpt_smoke")?;
     train_smoke("bf16", "train_gpt_smoke_bf16")?;
@@ -710,7 +725,7 @@ fn train_checked(what: &str, out: &str, flags: &[&str], env: &[(&str, &str)]) ->
     args.extend_from_slice(flags);
     args.extend(["--check", "--out", out]);
     eprintln!("xtask test: {what}: cargo {}", args.join(" "));
-    run(train_cargo().envs(env.iter().copied()).args(&args))
+    run(train_test_cargo().envs(env.iter().copied()).args(&args))
 }
 
 /// `test_train_crate`'s policy-table runs (docs/policies.md): the listing
@@ -724,7 +739,7 @@ fn train_table_smoke() -> Result<()> {
         "xtask test: the training example's region listing: cargo {}",
         list.join(" ")
     );
-    run(train_cargo().args(list))?;
+    run(train_test_cargo().args(list))?;
     train_checked(
         "the training example under a policy table (--save), losses bitwise those of \
          selective, one attention offloaded",
