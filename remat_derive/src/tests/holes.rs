@@ -3,8 +3,9 @@
 //! names the tensor, next to the valid variant of the same program, which
 //! stays accepted. One test per hole, named after the construct: here
 //! control flow and places (labelled blocks, `&mut` re-borrows, copies
-//! taken for views, one element of a vector written); `holes_phase` has `needs` on recomputation, `#[cfg]`,
-//! and the valid programs the check refused.
+//! taken for views, one element of a vector written); `holes_phase` has
+//! `needs` on recomputation, `#[cfg]`, and the valid programs the check
+//! refused.
 
 use proc_macro2::TokenStream;
 use quote::quote;
