@@ -8,6 +8,7 @@
 //! steps without the faults (docs/performance.md, section 5).
 
 use crate::accuracy::hand_choices;
+use crate::report::ms_with;
 use crate::rust_side::policy_name;
 use crate::stats::{summary, Summary};
 use remat::planner;
@@ -43,15 +44,6 @@ fn step(setup: &Setup, policy: ModelPolicy) -> Result<(f64, f64, f64), String> {
         forward,
         minor_faults()? - faults,
     ))
-}
-
-fn ms(s: Summary) -> String {
-    format!(
-        "{:.1} ms ({:.1}–{:.1})",
-        s.median * 1e3,
-        s.q1 * 1e3,
-        s.q3 * 1e3
-    )
 }
 
 pub fn extras(args: &[String]) -> Result<(), String> {
@@ -109,9 +101,9 @@ pub fn extras(args: &[String]) -> Result<(), String> {
             "| `{}` | {:.1} ms | {} | {} | {} | {:.0} | {:.2} |",
             policy_name(p),
             predicted * 1e3,
-            ms(summary(&runs[i].iter().map(|r| r.0).collect::<Vec<_>>())),
-            ms(extra),
-            ms(over(i, |r| r.1)),
+            ms_with(summary(&runs[i].iter().map(|r| r.0).collect::<Vec<_>>()), 1),
+            ms_with(extra, 1),
+            ms_with(over(i, |r| r.1), 1),
             summary(&faults).median,
             if predicted > 0.0 {
                 extra.median / predicted
