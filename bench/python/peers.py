@@ -97,8 +97,11 @@ class Model:
         return out + [self.tok_emb, self.pos_emb, self.lnf_w, self.lnf_b, self.head_w, self.head_b]
 
     def zero_grad(self):
+        # In place, as the Rust side does (tch's `zero_grad`): the backward
+        # then accumulates into the same buffers on both sides.
         for p in self.params():
-            p.grad = None
+            if p.grad is not None:
+                p.grad.zero_()
 
 
 def batch(cfg, seed=BATCH_SEED):

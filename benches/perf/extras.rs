@@ -3,9 +3,10 @@
 //! policies (rotated, each round's value the step with the least time of
 //! `reps`), and per policy: the time model's predicted replay, the
 //! measured extra over `none` of the whole step and of its forward alone,
-//! and the minor page faults of the backward. Run it with glibc's
-//! `MALLOC_MMAP_THRESHOLD_` and `MALLOC_TRIM_THRESHOLD_` set to see the
-//! steps without the faults (docs/performance.md, section 5).
+//! and the minor page faults of the backward. Like every timed subcommand
+//! it runs with glibc's allocator pinned (`allocator`), where the backward
+//! takes no faults; run it with `REMAT_BENCH_PINNED=1` to see the steps
+//! with the environment's own settings (docs/performance.md, section 5).
 
 use crate::accuracy::hand_choices;
 use crate::report::ms_with;

@@ -21,6 +21,10 @@
 //!   over `none` goes on the medium config (forward, backward page faults,
 //!   against the time model's prediction), as a markdown table
 //!
+//! The timed subcommands (all but `rss`) restart themselves with glibc's
+//! allocator pinned (`allocator`; `REMAT_BENCH_PINNED=1` keeps the
+//! environment's settings).
+//!
 //! Every subcommand takes `--threads N` (default 1): libtorch's intra-op
 //! threads on both sides (the Python worker reads `REMAT_BENCH_THREADS`),
 //! and `--device cpu|cuda|cuda:N` (default cpu): where the Rust side's
@@ -28,6 +32,7 @@
 //! Python peers stay on the CPU, so `run` refuses another device).
 
 mod accuracy;
+mod allocator;
 mod extras;
 mod pareto;
 mod planner;
@@ -163,6 +168,13 @@ fn main() {
     if let Err(e) = take_threads(&mut args).and_then(|_| take_device(&mut args)) {
         eprintln!("bench: error: {e}");
         std::process::exit(1);
+    }
+    // The subcommands that time steps; `rss` is a child, set up by its parent.
+    if matches!(
+        args.first().map(String::as_str),
+        Some("run" | "steps" | "planner" | "extras" | "chain")
+    ) {
+        allocator::ensure_pinned();
     }
     tch::set_num_threads(threads());
     let result = match args.first().map(String::as_str) {
@@ -491,7 +503,8 @@ fn run(args: &[String]) -> Result<(), String> {
             .iter()
             .map(|p| {
                 let name = rust_side::policy_name(*p);
-                rss_command(&exe, name, plan.memory_config, plan.deep_steps)
+                let mut cmd = rss_command(&exe, name, plan.memory_config, plan.deep_steps);
+                allocator::defaults(&mut cmd)
                     .env("MALLOC_MMAP_THRESHOLD_", "65536")
                     .stdout(std::process::Stdio::piped())
                     .spawn()
@@ -511,28 +524,32 @@ fn run(args: &[String]) -> Result<(), String> {
         }
     }
 
-    // Page faults and time per step, one fresh process per implementation
-    // and policy, one after another (so that they do not share the cores):
-    // what a profile of the step found to differ between the processes.
-    for p in POLICIES {
-        let name = rust_side::policy_name(p);
-        eprintln!(
-            "bench: fault children, {name} ({:.0} s so far)",
-            started.elapsed().as_secs_f64()
-        );
-        let steps = plan.fault_steps;
-        let out = rss_command(&exe, name, "medium", steps)
-            .output()
-            .map_err(|e| e.to_string())?;
-        let rust = python::last_json(out, &format!("fault child {name}"))?;
-        let py = opts.peers.child("torch", name, "medium", steps)?;
-        for (imp, v) in [("remat", rust), ("torch", py)] {
-            results.faults(
-                imp,
-                name,
-                python::num(&v, "faults_per_step")?,
-                python::num(&v, "secs_per_step")?,
+    // Page faults and time per step, one fresh process per implementation,
+    // policy and allocator setting, one after another (so that they do not
+    // share the cores): each policy's steady state in a process of its own.
+    for pinned in [false, true] {
+        for p in POLICIES {
+            let name = rust_side::policy_name(p);
+            eprintln!(
+                "bench: fault children, {name}, allocator {} ({:.0} s so far)",
+                if pinned { "pinned" } else { "defaults" },
+                started.elapsed().as_secs_f64()
             );
+            let steps = plan.fault_steps;
+            let mut cmd = rss_command(&exe, name, "medium", steps);
+            if !pinned {
+                allocator::defaults(&mut cmd);
+            }
+            let out = cmd.output().map_err(|e| e.to_string())?;
+            let rust = python::last_json(out, &format!("fault child {name}"))?;
+            let py = opts.peers.child("torch", name, "medium", steps, pinned)?;
+            for (imp, v) in [("remat", rust), ("torch", py)] {
+                results.faults(
+                    (imp, name, pinned),
+                    python::num(&v, "faults_per_step")?,
+                    python::num(&v, "secs_per_step")?,
+                );
+            }
         }
     }
 

@@ -52,15 +52,21 @@ pub fn last_json(out: std::process::Output, what: &str) -> Result<Value, String>
 
 impl Peers {
     /// A fresh Python process running `steps` steps of `policy` (the
-    /// memory child of peers.py), its JSON line.
+    /// memory child of peers.py), with glibc's allocator pinned as this
+    /// process's or with its defaults; its JSON line.
     pub fn child(
         &self,
         imp: &str,
         policy: &str,
         config: &str,
         steps: usize,
+        pinned: bool,
     ) -> Result<Value, String> {
-        let out = Command::new(&self.python)
+        let mut cmd = Command::new(&self.python);
+        if !pinned {
+            crate::allocator::defaults(&mut cmd);
+        }
+        let out = cmd
             .arg(&self.script)
             .args(["rss", imp, policy, config, &steps.to_string()])
             .env("PYTHONWARNINGS", "ignore")

@@ -74,8 +74,9 @@ pub struct Results {
     bytes: BTreeMap<(String, String), i64>,
     /// (impl, policy) -> (VmHWM, growth of VmRSS over the first forward).
     rss: BTreeMap<(String, String), (i64, i64)>,
-    /// (impl, policy) -> (minor page faults, seconds) per step.
-    faults: BTreeMap<(String, String), (f64, f64)>,
+    /// (impl, policy, allocator pinned) -> (minor page faults, seconds)
+    /// per step.
+    faults: BTreeMap<(String, String, bool), (f64, f64)>,
     /// (impl, regions, backward) -> seconds per round.
     chain: BTreeMap<(String, bool, bool), Vec<f64>>,
 }
@@ -107,9 +108,11 @@ impl Results {
         self.rss.insert((imp.into(), policy.into()), (hwm, growth));
     }
 
-    pub fn faults(&mut self, imp: &str, policy: &str, faults: f64, secs: f64) {
+    /// One fault child's (faults, seconds) per step, by (impl, policy,
+    /// whether the allocator was pinned).
+    pub fn faults(&mut self, (imp, policy, pinned): (&str, &str, bool), faults: f64, secs: f64) {
         self.faults
-            .insert((imp.into(), policy.into()), (faults, secs));
+            .insert((imp.into(), policy.into(), pinned), (faults, secs));
     }
 
     pub fn chain(&mut self, imp: &str, regions: bool, backward: bool, secs: f64) {
@@ -228,8 +231,18 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          median over rounds with the interquartile range in parentheses; a ratio is taken \
          within each round first, and the table shows the median (and quartiles) of those \
          per-round ratios. Times are measured inside each process around forward + backward \
-         (`loss.backward()`), after zeroing the gradients in place; there is no optimizer \
+         (`loss.backward()`), after zeroing the gradients in place (on both sides, so that \
+         both backwards accumulate into the same buffers); there is no optimizer \
          update.\n\n\
+         Both processes run with glibc's allocator pinned ({pinned}; the bench restarts itself \
+         with them, and the Python worker inherits them), except the children of section 2, \
+         which set their own. With glibc's defaults, freed tensors go back to the system and \
+         the next step faults them in again, as much as the step before left: in interleaved \
+         rounds a variant's time then depends on which variant ran before it (a checkpointed \
+         step after `none` finds a large heap), not only on its own work (section 5). \
+         Pinned, every step runs on a heap that keeps what the largest step needed. Section \
+         2's page-fault table shows each policy in its own process with the defaults, which \
+         is what a training loop that leaves the allocator alone sees.\n\n\
          The model is the reference model (docs/reference-model.md), written op for \
          op in both languages, with the same parameters (drawn from seed 0 in the same order) \
          and the same batch (seed 1). `torch.utils.checkpoint` runs non-reentrant: `full` \
@@ -237,7 +250,8 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          checkpointing (`create_selective_checkpoint_contexts`) with every op of the saved part \
          (attention, or the MLP) `MUST_SAVE` and every other op `PREFER_RECOMPUTE`, the nearest \
          it has to a `Save` region. `none` is the plain eager model, the same Python run for \
-         both peers.\n"
+         both peers.\n",
+        pinned = crate::allocator::describe()
     );
 
     // 1. Step time.
@@ -313,42 +327,50 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
 
     let _ = writeln!(
         o,
-        "\n**Page faults per step**, medium config: a fresh process per implementation and \
-         policy (the children run one after another, with the default allocator settings) runs \
-         {} steps and reports the minor page faults (/proc/self/stat; `ru_minflt` in Python) \
-         and the seconds of the steps after the first, per step. A page fault is memory the \
-         allocator got back from the system and touched again: glibc returns freed memory at \
-         the top of its heap, and a process whose heap holds other objects above it (Python's) \
-         cannot, so the same ops fault more or less depending on the process, not on the \
-         checkpointing. One step per child and policy is noisy: section 1 is the comparison \
-         of time.\n",
+        "\n**Page faults and steps per process**, medium config: a fresh process per \
+         implementation, policy and allocator setting (the children run one after another) \
+         runs {} steps and reports the minor page faults (/proc/self/stat; `ru_minflt` in \
+         Python) and the seconds of the steps after the first, per step: each policy's steady \
+         state in a process of its own, as a training loop runs it. A page fault is memory the \
+         allocator got back from the system and touched again: with glibc's defaults freed \
+         memory at the top of the heap goes back to the system, and a process whose heap holds \
+         other objects above it (Python's) cannot give it back, so the same ops fault more or \
+         less depending on the process, not on the checkpointing. Pinned is the setting of \
+         section 1 (How it is measured). One child per cell is noisy: section 1 is the \
+         comparison of time.\n",
         p.fault_steps
     );
     let _ = writeln!(
         o,
-        "| policy | remat faults | torch.utils.checkpoint faults | remat step | torch.utils.checkpoint step |\n\
-         | --- | --- | --- | --- | --- |"
+        "| policy | allocator | remat faults | torch.utils.checkpoint faults | remat step | torch.utils.checkpoint step | remat ÷ torch.utils.checkpoint |\n\
+         | --- | --- | --- | --- | --- | --- | --- |"
     );
-    for policy in POLICY_NAMES {
-        let get = |imp: &str| {
-            r.faults
-                .get(&(imp.to_string(), policy.to_string()))
-                .copied()
-        };
-        let cell = |v: Option<(f64, f64)>, secs: bool| match v {
-            Some((_, s)) if secs => format!("{:.1} ms", s * 1e3),
-            Some((f, _)) => format!("{f:.0}"),
-            None => "–".into(),
-        };
-        let (a, b) = (get("remat"), get("torch"));
-        let _ = writeln!(
-            o,
-            "| `{policy}` | {} | {} | {} | {} |",
-            cell(a, false),
-            cell(b, false),
-            cell(a, true),
-            cell(b, true)
-        );
+    for pinned in [false, true] {
+        for policy in POLICY_NAMES {
+            let get = |imp: &str| {
+                r.faults
+                    .get(&(imp.to_string(), policy.to_string(), pinned))
+                    .copied()
+            };
+            let (a, b) = (get("remat"), get("torch"));
+            let faults = |v: Option<(f64, f64)>| v.map_or("–".into(), |(f, _)| format!("{f:.0}"));
+            let secs = |v: Option<(f64, f64)>| {
+                v.map_or("–".into(), |(_, s)| format!("{:.1} ms", s * 1e3))
+            };
+            let ratio = match (a, b) {
+                (Some((_, x)), Some((_, y))) if y > 0.0 => format!("{:.2}", x / y),
+                _ => "–".into(),
+            };
+            let _ = writeln!(
+                o,
+                "| `{policy}` | {} | {} | {} | {} | {} | {ratio} |",
+                if pinned { "pinned" } else { "defaults" },
+                faults(a),
+                faults(b),
+                secs(a),
+                secs(b),
+            );
+        }
     }
 
     // 3. Per-region overhead.
