@@ -433,15 +433,25 @@ fn step_section(
                 // as cores, the first steps of the other process would
                 // share the cores with them (docs/performance.md, section
                 // 5). A pause at each switch lets them park.
+                //
+                // The process that ran last has also filled the caches with
+                // its own memory, so the first step after a switch runs
+                // cold; in the cyclic order the same variant would always
+                // pay for it (remat's `none`, after the Python `save_mlp`).
+                // That step is run once untimed first.
                 let side = imp == "remat";
-                if last_side.is_some_and(|s| s != side) {
-                    std::thread::sleep(SETTLE);
+                let mut step = || match imp {
+                    "remat" => Ok(rust_side::step(&setup, p)),
+                    _ => worker.step(config, imp, name),
+                };
+                if last_side != Some(side) {
+                    if last_side.is_some() {
+                        std::thread::sleep(SETTLE);
+                    }
+                    step()?;
                 }
                 last_side = Some(side);
-                let (secs, loss) = match imp {
-                    "remat" => rust_side::step(&setup, p),
-                    _ => worker.step(config, imp, name)?,
-                };
+                let (secs, loss) = step()?;
                 if round > 0 {
                     results.step(config, t, imp, name, secs, loss);
                 }

@@ -227,7 +227,10 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          order rotates from round to round, and a first round is an untimed warm-up), so the \
          drift of a shared machine hits all variants of a round alike. At each switch between \
          the two processes the bench pauses 50 ms, so that the intra-op threads of the process \
-         that ran last have parked before the other one starts (section 5). Each table shows the \
+         that ran last have parked before the other one starts (section 5), and then runs the \
+         next variant once untimed: the first step after a switch finds the caches full of \
+         the other process's memory, and in the rotating cyclic order the same variant \
+         (remat's `none`) would always be that step. Each table shows the \
          median over rounds with the interquartile range in parentheses; a ratio is taken \
          within each round first, and the table shows the median (and quartiles) of those \
          per-round ratios. Times are measured inside each process around forward + backward \
