@@ -246,18 +246,10 @@ fn steps_only(args: &[String]) -> Result<(), String> {
         _ => return Err(usage.into()),
     };
     let rounds: usize = rounds.parse().map_err(|_| usage)?;
-    let value = |flag: &str| {
-        rest.iter()
-            .skip_while(|a| *a != flag)
-            .nth(1)
-            .map(PathBuf::from)
-            .ok_or(usage)
-    };
-    let peers = Peers {
-        python: value("--python")?,
-        script: value("--script")?,
-    };
-    let mut worker = peers.worker()?;
+    let mut worker = flags(rest)
+        .and_then(|mut f| f.peers())
+        .map_err(|e| format!("{e}: {usage}"))?
+        .worker()?;
     let mut results = Results::new(FULL);
     let started = std::time::Instant::now();
     step_section(
@@ -369,29 +361,52 @@ struct Options {
     command: String,
 }
 
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut quick = false;
-    let (mut out, mut python, mut script, mut command) = (None, None, None, None);
+/// The flags `run` and `steps` take, each optional here.
+#[derive(Default)]
+struct Flags {
+    quick: bool,
+    out: Option<PathBuf>,
+    python: Option<PathBuf>,
+    script: Option<PathBuf>,
+    command: Option<String>,
+}
+
+fn flags(args: &[String]) -> Result<Flags, String> {
+    let mut f = Flags::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
         match a.as_str() {
-            "--quick" => quick = true,
-            "--out" => out = Some(PathBuf::from(value()?)),
-            "--python" => python = Some(PathBuf::from(value()?)),
-            "--script" => script = Some(PathBuf::from(value()?)),
-            "--command" => command = Some(value()?),
+            "--quick" => f.quick = true,
+            "--out" => f.out = Some(PathBuf::from(value()?)),
+            "--python" => f.python = Some(PathBuf::from(value()?)),
+            "--script" => f.script = Some(PathBuf::from(value()?)),
+            "--command" => f.command = Some(value()?),
             other => return Err(format!("unknown argument {other}")),
         }
     }
+    Ok(f)
+}
+
+impl Flags {
+    fn peers(&mut self) -> Result<Peers, String> {
+        Ok(Peers {
+            python: self.python.take().ok_or("--python is required")?,
+            script: self.script.take().ok_or("--script is required")?,
+        })
+    }
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut f = flags(args)?;
     Ok(Options {
-        quick,
-        out: out.ok_or("--out is required")?,
-        peers: Peers {
-            python: python.ok_or("--python is required")?,
-            script: script.ok_or("--script is required")?,
-        },
-        command: command.unwrap_or_else(|| "cargo xtask bench".into()),
+        quick: f.quick,
+        out: f.out.take().ok_or("--out is required")?,
+        peers: f.peers()?,
+        command: f
+            .command
+            .take()
+            .unwrap_or_else(|| "cargo xtask bench".into()),
     })
 }
 
@@ -438,7 +453,8 @@ fn step_section(
                 // its own memory, so the first step after a switch runs
                 // cold; in the cyclic order the same variant would always
                 // pay for it (remat's `none`, after the Python `save_mlp`).
-                // That step is run once untimed first.
+                // That step is run once untimed first, as is a round's
+                // first (the round before may have ended on either side).
                 let side = imp == "remat";
                 let mut step = || match imp {
                     "remat" => Ok(rust_side::step(&setup, p)),

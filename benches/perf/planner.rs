@@ -22,12 +22,14 @@ pub const MEDIUM_REPS: usize = 2;
 
 /// What one variant runs: a hand policy, or the reference model's `Auto`
 /// regions under a plan.
+#[derive(Clone)]
 pub enum Runner {
     Hand(ModelPolicy),
     Plan(Box<Plan>),
 }
 
 /// One measured variant.
+#[derive(Clone)]
 pub struct Variant {
     pub label: String,
     pub runner: Runner,
@@ -265,27 +267,26 @@ pub fn frontier(
         })
         .collect::<Result<_, _>>()?;
     let profile = &profiles[0];
-    let hand_variants = || -> Vec<Variant> {
-        POLICIES
-            .into_iter()
-            .map(|p| {
-                let mut v = hand_variant(&setup, p);
-                if let Some(c) = hand_choices(profile, p) {
-                    let predicted = planner::predict(profile, &c);
-                    v.predicted_replay = Some(predicted.replay_ns as f64 / 1e9);
-                    v.predicted_spread = Some(predicted.spread_ns as f64 / 1e9);
-                }
-                v
-            })
-            .collect()
-    };
-    let mut accuracy = hand_variants();
+    // Each hand policy's bytes are measured once; its two sets of rounds
+    // (alone, then with the plans) fill two copies.
+    let mut hand: Vec<Variant> = POLICIES
+        .into_iter()
+        .map(|p| {
+            let mut v = hand_variant(&setup, p);
+            if let Some(c) = hand_choices(profile, p) {
+                let predicted = planner::predict(profile, &c);
+                v.predicted_replay = Some(predicted.replay_ns as f64 / 1e9);
+                v.predicted_spread = Some(predicted.spread_ns as f64 / 1e9);
+            }
+            v
+        })
+        .collect();
+    let mut accuracy = hand.clone();
     {
         let mut refs: Vec<&mut Variant> = accuracy.iter_mut().collect();
         let what = format!("{config}, hand policies alone");
         measure(&setup, &mut refs, rounds.accuracy, MEDIUM_REPS, &what);
     }
-    let mut hand = hand_variants();
     let mut plans: Vec<Variant> = Vec::new();
     let mut keys: Vec<Vec<Choice>> = Vec::new();
     let mut index_of = |plan: Plan, plans: &mut Vec<Variant>| {
