@@ -65,10 +65,13 @@ pub fn ensure_pinned() {
     }
 }
 
-/// `cmd` with glibc's defaults (none of the pinned settings inherited).
-pub fn defaults(cmd: &mut Command) -> &mut Command {
-    for (k, _) in PINNED {
-        cmd.env_remove(k);
+/// `cmd` pinned as this process is (it inherits the settings) or, when not
+/// `pinned`, with glibc's defaults (none of the settings inherited).
+pub fn setting(cmd: &mut Command, pinned: bool) -> &mut Command {
+    if !pinned {
+        for (k, _) in PINNED {
+            cmd.env_remove(k);
+        }
     }
     cmd
 }

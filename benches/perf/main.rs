@@ -169,11 +169,8 @@ fn main() {
         eprintln!("bench: error: {e}");
         std::process::exit(1);
     }
-    // The subcommands that time steps; `rss` is a child, set up by its parent.
-    if matches!(
-        args.first().map(String::as_str),
-        Some("run" | "steps" | "planner" | "extras" | "chain")
-    ) {
+    // Every subcommand times steps but `rss`, a child its parent sets up.
+    if !matches!(args.first().map(String::as_str), None | Some("rss")) {
         allocator::ensure_pinned();
     }
     tch::set_num_threads(threads());
@@ -530,7 +527,7 @@ fn run(args: &[String]) -> Result<(), String> {
             .map(|p| {
                 let name = rust_side::policy_name(*p);
                 let mut cmd = rss_command(&exe, name, plan.memory_config, plan.deep_steps);
-                allocator::defaults(&mut cmd)
+                allocator::setting(&mut cmd, false)
                     .env("MALLOC_MMAP_THRESHOLD_", "65536")
                     .stdout(std::process::Stdio::piped())
                     .spawn()
@@ -562,11 +559,9 @@ fn run(args: &[String]) -> Result<(), String> {
                 started.elapsed().as_secs_f64()
             );
             let steps = plan.fault_steps;
-            let mut cmd = rss_command(&exe, name, "medium", steps);
-            if !pinned {
-                allocator::defaults(&mut cmd);
-            }
-            let out = cmd.output().map_err(|e| e.to_string())?;
+            let out = allocator::setting(&mut rss_command(&exe, name, "medium", steps), pinned)
+                .output()
+                .map_err(|e| e.to_string())?;
             let rust = python::last_json(out, &format!("fault child {name}"))?;
             let py = opts.peers.child("torch", name, "medium", steps, pinned)?;
             for (imp, v) in [("remat", rust), ("torch", py)] {

@@ -62,11 +62,7 @@ impl Peers {
         steps: usize,
         pinned: bool,
     ) -> Result<Value, String> {
-        let mut cmd = Command::new(&self.python);
-        if !pinned {
-            crate::allocator::defaults(&mut cmd);
-        }
-        let out = cmd
+        let out = crate::allocator::setting(&mut Command::new(&self.python), pinned)
             .arg(&self.script)
             .args(["rss", imp, policy, config, &steps.to_string()])
             .env("PYTHONWARNINGS", "ignore")
