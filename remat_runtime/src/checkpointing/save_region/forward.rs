@@ -88,23 +88,25 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     // docs/semantics.md, rule R6.
     reject_grad_leaves(|| record.display(), &parts)?;
     // docs/semantics.md, rule S10: what a placeholder is made from.
-    let outputs = parts
-        .iter()
-        .map(|p| {
-            let spec = match p {
-                Some(t) => Some(OutputSpec {
-                    meta: TensorMeta::of(t)?,
-                    storage: WeakStorage::new(t),
-                }),
-                None => None,
-            };
-            Ok(Output {
-                spec,
-                slot: None,
-                requested: false,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    // Sized up front: collecting through `Result` starts a `Vec` of these
+    // (a few hundred bytes each) at four, a request above glibc's small
+    // bins that consolidates its fast bins, the largest single cost of a
+    // region on the forward (docs/performance.md, section 3).
+    let mut outputs = Vec::with_capacity(parts.len());
+    for p in parts.iter() {
+        let spec = match p {
+            Some(t) => Some(OutputSpec {
+                meta: TensorMeta::of(t)?,
+                storage: WeakStorage::new(t),
+            }),
+            None => None,
+        };
+        outputs.push(Output {
+            spec,
+            slot: None,
+            requested: false,
+        });
+    }
     {
         // Registered before the record has its outputs: only this thread
         // can ask for them before the forward returns.

@@ -1,0 +1,137 @@
+//! What the region path asks of the heap: the runtime's own (Rust)
+//! allocations on this thread, counted by the global allocator of this test
+//! binary (`tracking-allocator`'s; libtorch's go through C++, unseen).
+//!
+//! A region's cost on a small op is mostly allocation (docs/performance.md,
+//! section 3), and one size matters most: a request above glibc's small
+//! bins (1008 bytes) makes it consolidate every fast bin freed since the
+//! last one, which on a tensor op's dozen small frees costs more than the
+//! rest of the region together. So no region may make one per call.
+
+use remat::{checkpoint, region, Policy};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use tch::{Kind, Tensor};
+use tracking_allocator::{
+    AllocationGroupId, AllocationGroupToken, AllocationRegistry, AllocationTracker, Allocator,
+};
+
+/// The largest request glibc serves from a small bin on 64-bit Linux.
+const SMALL_BIN_MAX: usize = 1008;
+
+#[global_allocator]
+static ALLOCATOR: Allocator<std::alloc::System> = Allocator::system();
+
+static ALL: AtomicUsize = AtomicUsize::new(0);
+static LARGE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts the allocations made inside an entered group (only `count`'s).
+struct Counter;
+
+impl AllocationTracker for Counter {
+    fn allocated(&self, _: usize, size: usize, _: usize, group: AllocationGroupId) {
+        if group != AllocationGroupId::ROOT {
+            ALL.fetch_add(1, Relaxed);
+            if size > SMALL_BIN_MAX {
+                LARGE.fetch_add(1, Relaxed);
+            }
+        }
+    }
+    fn deallocated(
+        &self,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: AllocationGroupId,
+        _: AllocationGroupId,
+    ) {
+    }
+}
+
+/// Rust allocations (all, and those above a small bin) on this thread
+/// while `f` runs.
+fn count<T>(f: impl FnOnce() -> T) -> (T, usize, usize) {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        AllocationRegistry::set_global_tracker(Counter).expect("the only tracker");
+        AllocationRegistry::enable_tracking();
+    });
+    let mut group = AllocationGroupToken::register().expect("an allocation group");
+    ALL.store(0, Relaxed);
+    LARGE.store(0, Relaxed);
+    let out = {
+        let _in = group.enter();
+        f()
+    };
+    (out, ALL.load(Relaxed), LARGE.load(Relaxed))
+}
+
+/// Region names as literals give them: borrowed, no formatting per call.
+fn names(n: usize) -> Vec<&'static str> {
+    (0..n)
+        .map(|i| &*Box::leak(format!("r{i}").into_boxed_str()))
+        .collect()
+}
+
+/// A checkpoint's forward around one-element `sin`s (each saves its input),
+/// as regions alternating `Save` and `Recompute` (the bench's chain) or as
+/// bare code.
+fn chain(x: &Tensor, names: &[&'static str], regions: bool) -> Tensor {
+    let names = names.to_vec();
+    checkpoint("chain").call(x, move |x| {
+        let mut h = x;
+        for (i, &name) in names.iter().enumerate() {
+            h = if regions {
+                let policy = [Policy::Save, Policy::Recompute][i % 2];
+                region(name, policy).call(&h, |h| h.sin())
+            } else {
+                h.sin()
+            };
+        }
+        h
+    })
+}
+
+#[test]
+// docs/performance.md, section 3: the region path's allocations.
+fn regions_on_the_forward_make_no_request_above_a_small_bin() {
+    tch::set_num_threads(1);
+    let x = Tensor::ones([1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    let n = 64;
+    let names = names(n);
+    // Warm: one-time state (thread-locals, libtorch's first calls).
+    chain(&x, &names, true).sum(Kind::Float).backward();
+    chain(&x, &names, false).sum(Kind::Float).backward();
+    let (bare, bare_all, bare_large) = count(|| chain(&x, &names, false));
+    let (with, all, large) = count(|| chain(&x, &names, true));
+    println!(
+        "{n} ops: bare code {bare_all} allocations ({bare_large} large), \
+         as regions {all} ({large} large)"
+    );
+    // The checkpoint's maps grow by doubling: a few large requests per
+    // call (6 for 64 regions), not one per `Save` region (32).
+    assert!(
+        large.saturating_sub(bare_large) <= n / 4,
+        "{} requests above {SMALL_BIN_MAX} bytes for {n} regions",
+        large.saturating_sub(bare_large)
+    );
+    // A `Save` region keeps a record with its inputs' and outputs'
+    // metadata and what its body saves, a `Recompute` region nothing of
+    // its own: 3.3 per region.
+    let per_region = (all - bare_all) as f64 / n as f64;
+    assert!(per_region <= 4.0, "{per_region:.2} allocations per region");
+    // The same values: the count does not come from skipping work.
+    assert!(with.equal(&bare));
+    // The backward, with its replay (on this thread: a CPU graph runs on
+    // the caller's), likewise.
+    let ((), bare_all, bare_large) = count(|| bare.sum(Kind::Float).backward());
+    let ((), all, large) = count(|| with.sum(Kind::Float).backward());
+    println!(
+        "backward: bare code {bare_all} allocations ({bare_large} large), \
+         as regions {all} ({large} large)"
+    );
+    assert!(
+        large.saturating_sub(bare_large) <= n / 4,
+        "{} requests above {SMALL_BIN_MAX} bytes in the backward of {n} regions",
+        large.saturating_sub(bare_large)
+    );
+}
