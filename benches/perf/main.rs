@@ -478,6 +478,44 @@ fn step_section(
     Ok(())
 }
 
+/// Section 3: the per-region chain, both sides alternating run by run.
+/// Run first, on both processes' fresh heaps: after the model's steps the
+/// same region costs about a fifth more (docs/performance.md, section 5),
+/// an effect of the heap they leave, not of the region path, and of a
+/// size that would depend on what ran before.
+fn chain_section(
+    plan: &Plan,
+    worker: &mut python::Worker,
+    results: &mut Results,
+) -> Result<(), String> {
+    tch::set_num_threads(threads());
+    worker.threads(threads())?;
+    for round in 0..=plan.chain_rounds {
+        for backward in [false, true] {
+            for imp in IMPLS {
+                // The two variants alternate run by run, so that whatever
+                // slows a stretch of runs (the other process, the scheduler
+                // moving this one) hits both alike.
+                let mut v = [Vec::new(), Vec::new()];
+                for _ in 0..plan.chain_reps {
+                    for regions in [false, true] {
+                        v[usize::from(regions)].push(match imp {
+                            "remat" => rust_side::chain(regions, backward),
+                            _ => worker.chain(imp, regions, backward)?,
+                        });
+                    }
+                }
+                if round > 0 {
+                    for regions in [false, true] {
+                        results.chain(imp, regions, backward, least(&v[usize::from(regions)]));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn run(args: &[String]) -> Result<(), String> {
     let opts = parse(args)?;
     let plan = if opts.quick { QUICK } else { FULL };
@@ -487,6 +525,9 @@ fn run(args: &[String]) -> Result<(), String> {
     let machine = Machine::collect(&hello);
     eprintln!("bench: {plan:?}");
     let mut results = Results::new(plan);
+
+    // 3. The per-region chain, first (see `chain_section`).
+    chain_section(&plan, &mut worker, &mut results)?;
 
     // 1. Step time, interleaved round by round, at each thread count.
     for t in plan.step_threads {
@@ -574,30 +615,6 @@ fn run(args: &[String]) -> Result<(), String> {
         }
     }
 
-    // 3. The per-region chain.
-    for round in 0..=plan.chain_rounds {
-        for backward in [false, true] {
-            for imp in IMPLS {
-                // The two variants alternate run by run, so that whatever
-                // slows a stretch of runs (the other process, the scheduler
-                // moving this one) hits both alike.
-                let mut v = [Vec::new(), Vec::new()];
-                for _ in 0..plan.chain_reps {
-                    for regions in [false, true] {
-                        v[usize::from(regions)].push(match imp {
-                            "remat" => rust_side::chain(regions, backward),
-                            _ => worker.chain(imp, regions, backward)?,
-                        });
-                    }
-                }
-                if round > 0 {
-                    for regions in [false, true] {
-                        results.chain(imp, regions, backward, least(&v[usize::from(regions)]));
-                    }
-                }
-            }
-        }
-    }
     worker.quit();
 
     // 4. The planner (Rust only).

@@ -390,8 +390,10 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          torch_remat the regions are `remat.region(f, name, recompute=i % 2 == 1)`. \
          `torch.utils.checkpoint` has no regions: its row is selective activation \
          checkpointing deciding `MUST_SAVE` / `PREFER_RECOMPUTE` alternately for each of the \
-         200 ops, against plain non-reentrant checkpointing. Target for remat: at most 0.8 µs \
-         forward and 1.0 µs forward+backward.\n",
+         200 ops, against plain non-reentrant checkpointing. The section runs first in both \
+         processes, before any model: after the medium model's steps the same chain costs about \
+         0.2 µs more per region on the forward (section 5), an effect of the heap they leave \
+         behind. Target for remat: at most 0.8 µs forward and 1.0 µs forward+backward.\n",
         p.chain_reps, p.chain_rounds
     );
     let _ = writeln!(
