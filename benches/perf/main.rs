@@ -330,12 +330,9 @@ fn planner_section(
 fn rust_chain_round(reps: usize) -> (f64, f64) {
     let mut per = [0.0; 2];
     for (k, backward) in [false, true].into_iter().enumerate() {
-        let mut plain = Vec::new();
-        let mut regions = Vec::new();
-        for _ in 0..reps {
-            plain.push(rust_side::chain(false, backward));
-            regions.push(rust_side::chain(true, backward));
-        }
+        let Ok([plain, regions]) = alternate(reps, |regions| {
+            Ok::<_, std::convert::Infallible>(rust_side::chain(regions, backward))
+        });
         per[k] = (least(&regions) - least(&plain)) / rust_side::CHAIN as f64;
         if std::env::var_os("PERF_CHAIN_RAW").is_some() {
             eprintln!("backward={backward}: plain {:?}", plain);
@@ -343,6 +340,23 @@ fn rust_chain_round(reps: usize) -> (f64, f64) {
         }
     }
     (per[0], per[1])
+}
+
+/// The chain without and with regions, `reps` times each, alternating run
+/// by run so that whatever slows a stretch of runs (the other process, the
+/// scheduler moving this one) hits both alike: every run's seconds, as
+/// `[without, with]`.
+fn alternate<E>(
+    reps: usize,
+    mut run: impl FnMut(bool) -> Result<f64, E>,
+) -> Result<[Vec<f64>; 2], E> {
+    let mut v = [Vec::new(), Vec::new()];
+    for _ in 0..reps {
+        for regions in [false, true] {
+            v[usize::from(regions)].push(run(regions)?);
+        }
+    }
+    Ok(v)
 }
 
 /// The least of repeated runs: on a shared machine a run is only ever
@@ -493,18 +507,10 @@ fn chain_section(
     for round in 0..=plan.chain_rounds {
         for backward in [false, true] {
             for imp in IMPLS {
-                // The two variants alternate run by run, so that whatever
-                // slows a stretch of runs (the other process, the scheduler
-                // moving this one) hits both alike.
-                let mut v = [Vec::new(), Vec::new()];
-                for _ in 0..plan.chain_reps {
-                    for regions in [false, true] {
-                        v[usize::from(regions)].push(match imp {
-                            "remat" => rust_side::chain(regions, backward),
-                            _ => worker.chain(imp, regions, backward)?,
-                        });
-                    }
-                }
+                let v = alternate(plan.chain_reps, |regions| match imp {
+                    "remat" => Ok(rust_side::chain(regions, backward)),
+                    _ => worker.chain(imp, regions, backward),
+                })?;
                 if round > 0 {
                     for regions in [false, true] {
                         results.chain(imp, regions, backward, least(&v[usize::from(regions)]));
