@@ -24,10 +24,14 @@ impl Hasher for FastHasher {
         for c in &mut chunks {
             self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
         }
-        let mut tail = [0u8; 8];
         let rest = chunks.remainder();
-        tail[..rest.len()].copy_from_slice(rest);
-        self.add(u64::from_le_bytes(tail) ^ rest.len() as u64);
+        // Byte by byte: region names are short, and a `copy_from_slice`
+        // into a buffer calls `memcpy` for every key hashed.
+        let tail = rest
+            .iter()
+            .enumerate()
+            .fold(0u64, |w, (i, b)| w | (u64::from(*b) << (8 * i)));
+        self.add(tail ^ rest.len() as u64);
     }
 
     fn write_u8(&mut self, i: u8) {

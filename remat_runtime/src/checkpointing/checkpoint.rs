@@ -15,6 +15,7 @@
 
 use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, AutocastState, WeakStorage};
 use crate::checkpointing::auto;
+use crate::checkpointing::capacity;
 use crate::checkpointing::checkpoint_state::{Body, CheckpointState, KeptInput, StateOptions};
 use crate::checkpointing::closure::RecomputableClosure;
 use crate::checkpointing::determinism::Determinism;
@@ -470,6 +471,14 @@ impl Checkpoint {
                 }
             }
         };
+        // The next call of this checkpoint starts its tables at these sizes.
+        capacity::reached(
+            state.name.as_deref(),
+            capacity::Sizes {
+                records: lock(&state.inner).records.len(),
+                persisted: lock(&state.persist).len(),
+            },
+        );
         // docs/semantics.md, rule C10: a checkpoint's outputs are all present.
         if parts.iter().any(Option::is_none) {
             return Err(state.error(

@@ -15,6 +15,7 @@
 
 use crate::bridge::{AutocastState, WeakStorage};
 use crate::checkpointing::auto::Resolved;
+use crate::checkpointing::capacity;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
 use crate::checkpointing::early_stop::StopState;
 use crate::checkpointing::save_region::persist::PersistIndex;
@@ -156,6 +157,7 @@ impl CheckpointState {
     /// A live state, counted and registered for the reports.
     pub(crate) fn new(options: StateOptions) -> Arc<Self> {
         LIVE.fetch_add(1, Ordering::SeqCst);
+        let sizes = capacity::last(options.name.as_deref());
         let state = Arc::new(CheckpointState {
             name: options.name,
             determinism: options.determinism,
@@ -167,8 +169,12 @@ impl CheckpointState {
             present: options.present,
             inputs: options.inputs,
             replay_lock: Mutex::new(()),
-            persist: Mutex::new(PersistIndex::default()),
-            inner: Mutex::new(Inner::default()),
+            persist: Mutex::new(PersistIndex::with_capacity(sizes.persisted)),
+            inner: Mutex::new(Inner {
+                records: FastMap::with_capacity_and_hasher(sizes.records, Default::default()),
+                order: Vec::with_capacity(sizes.records),
+                ..Inner::default()
+            }),
             auto: options.auto,
             profile: options.profile,
             autocast: options.autocast,

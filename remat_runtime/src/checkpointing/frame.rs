@@ -14,6 +14,7 @@
 //! (the guards).
 
 use crate::bridge::{hooks_depth, HookPair};
+use crate::checkpointing::capacity;
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::fast_hash::FastSet;
 use crate::hooks::tensor_hooks::TensorHooks;
@@ -79,7 +80,7 @@ pub(crate) fn push(
         frames.push(Frame {
             state,
             phase,
-            claimed: FastSet::default(),
+            claimed: capacity::claimed_set(),
             save_depth: 0,
             save_pack: None,
             native_depth: hooks_depth(),
@@ -94,7 +95,14 @@ pub(crate) fn push(
 
 impl Drop for FrameGuard {
     fn drop(&mut self) {
-        FRAMES.with(|f| f.borrow_mut().truncate(self.depth));
+        FRAMES.with(|f| {
+            let mut frames = f.borrow_mut();
+            while frames.len() > self.depth {
+                if let Some(mut frame) = frames.pop() {
+                    capacity::recycle(std::mem::take(&mut frame.claimed));
+                }
+            }
+        });
     }
 }
 

@@ -2,6 +2,7 @@
 //! its regions, and its replay in backward.
 //!
 //! From the bottom up: `auto` (the decisions of the active plan),
+//! `capacity` (how big the per-region tables start),
 //! `checkpoint_state` (what one checkpoint call shares) with `determinism`,
 //! `frame` (which checkpoint and phase a thread runs), `holder` and
 //! `recompute` (the saved tensors autograd keeps, refilled by running the
@@ -11,6 +12,7 @@
 //! forward).
 
 pub(crate) mod auto;
+pub(crate) mod capacity;
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_state;
 pub(crate) mod closure;

@@ -40,6 +40,18 @@ pub(crate) struct PersistIndex {
 }
 
 impl PersistIndex {
+    /// An index with room for `storages` before it grows.
+    pub(crate) fn with_capacity(storages: usize) -> Self {
+        PersistIndex {
+            map: FastMap::with_capacity_and_hasher(storages, Default::default()),
+        }
+    }
+
+    /// How many storages it holds entries for.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
     /// Registers output `slot` of `record`, whose storage is `key`.
     // docs/semantics.md, rule S7: by storage, weakly, the address pinned.
     pub(crate) fn register(
