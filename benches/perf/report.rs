@@ -386,7 +386,9 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          (each variant's value in a round is the least of {} runs, the two variants \
          alternating run by run: on a shared machine a run is only ever slowed down, by \
          preemption, and a chain lasts a few milliseconds, about one time slice), then the median and \
-         quartiles over {} rounds. Region names are literals (no formatting per call). For \
+         quartiles over {} rounds. Region names are literals (no formatting per call). The \
+         two chains are two checkpoints by name, as two blocks of a model are: each starts its \
+         tables at the sizes its own last call reached. For \
          torch_remat the regions are `remat.region(f, name, recompute=i % 2 == 1)`. \
          `torch.utils.checkpoint` has no regions: its row is selective activation \
          checkpointing deciding `MUST_SAVE` / `PREFER_RECOMPUTE` alternately for each of the \
