@@ -71,7 +71,7 @@ pub fn chain(regions: bool, backward: bool) -> f64 {
     // it consolidate the fast bins the previous run freed, which the first
     // such request inside the timed run would pay otherwise (the bare chain
     // makes none, so the chain with regions paid for both variants'
-    // garbage, about 0.5 us per region in half its runs).
+    // garbage, about 600 instructions per region in half its runs).
     drop(std::hint::black_box(vec![0u8; 4096]));
     let (seconds, graph) = timed_chain(&x, regions, backward);
     // Freed after the clock stops, as before.

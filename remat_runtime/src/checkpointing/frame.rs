@@ -96,11 +96,8 @@ pub(crate) fn push(
 impl Drop for FrameGuard {
     fn drop(&mut self) {
         FRAMES.with(|f| {
-            let mut frames = f.borrow_mut();
-            while frames.len() > self.depth {
-                if let Some(mut frame) = frames.pop() {
-                    capacity::recycle(std::mem::take(&mut frame.claimed));
-                }
+            for mut frame in f.borrow_mut().drain(self.depth..) {
+                capacity::recycle(std::mem::take(&mut frame.claimed));
             }
         });
     }
