@@ -5,7 +5,7 @@
 
 use crate::planner::{plan_label, Variant};
 use crate::stats::{summary, Summary};
-use remat::planner::{Choice, Plan, Profile};
+use remat::planner::{self, Choice, Plan, Profile};
 use remat_reference::model::ModelPolicy;
 
 /// One budget and the plan each profile gives there.
@@ -88,4 +88,22 @@ pub fn extra_over(v: &Variant, none: &Variant) -> Summary {
         .map(|(a, b)| a - b)
         .collect();
     summary(&d)
+}
+
+/// A hand policy's predicted replay and spread (seconds) by each of
+/// `profiles`, the median of them by replay time (with its own spread).
+pub fn median_prediction(profiles: &[Profile], policy: ModelPolicy) -> Option<(f64, f64)> {
+    let mut predictions: Vec<(f64, f64)> = profiles
+        .iter()
+        .map(|p| {
+            let c = hand_choices(p, policy)?;
+            let predicted = planner::predict(p, &c);
+            Some((
+                predicted.replay_ns as f64 / 1e9,
+                predicted.spread_ns as f64 / 1e9,
+            ))
+        })
+        .collect::<Option<_>>()?;
+    predictions.sort_by(|a, b| a.0.total_cmp(&b.0));
+    predictions.get(predictions.len() / 2).copied()
 }

@@ -7,7 +7,7 @@
 //! Pareto frontier). All variants of a config run interleaved, round by
 //! round, like the rest of the bench.
 
-use crate::accuracy::{agreement, costs_line, hand_choices, Agreement};
+use crate::accuracy::{agreement, costs_line, hand_choices, median_prediction, Agreement};
 use crate::rust_side::{policy_name, step};
 use crate::stats::{ratios, summary};
 use remat::planner::{self, assignments, measure_kept_bytes, Choice, Plan};
@@ -79,9 +79,10 @@ pub struct Frontier {
     pub profile: String,
     pub rounds: usize,
     pub hand: Vec<Variant>,
-    /// The hand policies again, measured alone right after the profiles,
-    /// for the time model's check: rounds of four variants are short, so
-    /// the machine drifts less within one.
+    /// The hand policies again, measured alone in three stretches, one
+    /// after each profile, for the time model's check (rounds of four
+    /// variants are short, so the machine drifts less within one); their
+    /// predictions are the median of the three profiles'.
     pub accuracy: Vec<Variant>,
     pub accuracy_rounds: usize,
     pub plans: Vec<Variant>,
@@ -250,7 +251,7 @@ pub struct Rounds {
 
 /// The hand policies, the plans at their bytes and `budgets` plans from
 /// the least bytes to `none`'s, measured interleaved; identical plans run
-/// once. Before them, right after the profiles, the hand policies alone.
+/// once. Before them, between the profiles, the hand policies alone.
 pub fn frontier(
     config: &'static str,
     cfg: Config,
@@ -259,33 +260,48 @@ pub fn frontier(
     profile_runs: usize,
 ) -> Result<Frontier, String> {
     let setup = Setup::on(cfg, crate::device());
-    // Three profiles in this process; the plans come from the first.
-    let profiles: Vec<planner::Profile> = (0..3)
-        .map(|i| {
-            eprintln!("bench: planner, {config}, profile {}/3", i + 1);
-            profile(&setup, profile_runs)
-        })
-        .collect::<Result<_, _>>()?;
-    let profile = &profiles[0];
     // Each hand policy's bytes are measured once; its two sets of rounds
     // (alone, then with the plans) fill two copies.
-    let mut hand: Vec<Variant> = POLICIES
+    let mut accuracy: Vec<Variant> = POLICIES
         .into_iter()
-        .map(|p| {
-            let mut v = hand_variant(&setup, p);
-            if let Some(c) = hand_choices(profile, p) {
-                let predicted = planner::predict(profile, &c);
-                v.predicted_replay = Some(predicted.replay_ns as f64 / 1e9);
-                v.predicted_spread = Some(predicted.spread_ns as f64 / 1e9);
-            }
-            v
+        .map(|p| hand_variant(&setup, p))
+        .collect();
+    // Three profiles in this process, each followed by a third of the hand
+    // policies' own rounds: the predictions and the measurements they are
+    // checked against then share the same stretches of the machine's
+    // speed, which drifts by a third within an hour on a shared host. The
+    // plans come from the first profile.
+    let mut profiles: Vec<planner::Profile> = Vec::new();
+    for i in 0..3 {
+        eprintln!("bench: planner, {config}, profile {}/3", i + 1);
+        profiles.push(profile(&setup, profile_runs)?);
+        let share = rounds.accuracy * (i + 1) / 3 - rounds.accuracy * i / 3;
+        if share > 0 {
+            let mut refs: Vec<&mut Variant> = accuracy.iter_mut().collect();
+            let what = format!("{config}, hand policies alone, after profile {}", i + 1);
+            measure(&setup, &mut refs, share, MEDIUM_REPS, &what);
+        }
+    }
+    for (v, p) in accuracy.iter_mut().zip(POLICIES) {
+        if let Some((replay, spread)) = median_prediction(&profiles, p) {
+            v.predicted_replay = Some(replay);
+            v.predicted_spread = Some(spread);
+        }
+    }
+    let profile = &profiles[0];
+    let mut hand: Vec<Variant> = accuracy
+        .iter()
+        .map(|v| Variant {
+            times: Vec::new(),
+            ..v.clone()
         })
         .collect();
-    let mut accuracy = hand.clone();
-    {
-        let mut refs: Vec<&mut Variant> = accuracy.iter_mut().collect();
-        let what = format!("{config}, hand policies alone");
-        measure(&setup, &mut refs, rounds.accuracy, MEDIUM_REPS, &what);
+    for (v, p) in hand.iter_mut().zip(POLICIES) {
+        if let Some(c) = hand_choices(profile, p) {
+            let predicted = planner::predict(profile, &c);
+            v.predicted_replay = Some(predicted.replay_ns as f64 / 1e9);
+            v.predicted_spread = Some(predicted.spread_ns as f64 / 1e9);
+        }
     }
     let mut plans: Vec<Variant> = Vec::new();
     let mut keys: Vec<Vec<Choice>> = Vec::new();

@@ -234,11 +234,14 @@ fn render_accuracy(o: &mut String, f: &Frontier) {
     let _ = writeln!(
         o,
         "\n#### Predicted against measured\n\n\
-         Predicted: the first profile's replay time for the assignment, ± its spread. Measured: \
-         per round, the variant's step time minus `none`'s in the same round (median and \
-         interquartile range). The hand policies' rows come from {} rounds of the four hand \
-         policies alone, run right after the profiles (each round's value the least of {} \
-         steps), the plans' rows from the {} rounds above.\n\n\
+         Predicted: the replay time for the assignment, ± its spread; for a hand policy the \
+         median of the three profiles' predictions, for a plan the first profile's (the one \
+         it comes from). Measured: per round, the variant's step time minus `none`'s in the \
+         same round (median and interquartile range). The hand policies' rows come from {} \
+         rounds of the four hand policies alone, run in three stretches, one right after each \
+         profile, so that the predictions and what they are checked against share the \
+         machine's stretches of speed (each round's value the least of {} steps); the plans' \
+         rows from the {} rounds above.\n\n\
          | assignment | predicted extra | measured extra over `none` | measured ÷ predicted |\n\
          | --- | --- | --- | --- |",
         f.accuracy_rounds, MEDIUM_REPS, f.rounds
