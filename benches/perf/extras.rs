@@ -16,15 +16,10 @@ use remat::planner;
 use remat_reference::model::{ModelPolicy, Setup, MEDIUM, POLICIES};
 use std::time::Instant;
 
-/// Minor page faults of this process so far (`/proc/self/stat`, field 10).
+/// Minor page faults of this process so far.
 fn minor_faults() -> Result<f64, String> {
-    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
-    // The command name may hold spaces: fields count from after its `)`.
-    let after = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or("");
-    after
-        .split_whitespace()
-        .nth(7)
-        .and_then(|f| f.parse().ok())
+    crate::rust_side::minor_faults()
+        .map(|f| f as f64)
         .ok_or_else(|| "no minor fault count in /proc/self/stat".to_string())
 }
 

@@ -128,7 +128,7 @@ pub fn rss_child(cfg: Config, policy: ModelPolicy, steps: usize) {
     let (mut faults, mut secs) = (0, 0.0);
     for step in 0..steps {
         setup.model.zero_grad();
-        let (f0, t0) = (minor_faults(), Instant::now());
+        let (f0, t0) = (minor_faults().unwrap_or(0), Instant::now());
         let before = vm_status().1;
         let loss = setup.loss(policy);
         if step == 0 {
@@ -136,7 +136,7 @@ pub fn rss_child(cfg: Config, policy: ModelPolicy, steps: usize) {
         }
         loss.backward();
         if step > 0 {
-            faults += minor_faults() - f0;
+            faults += minor_faults().unwrap_or(0).saturating_sub(f0);
             secs += t0.elapsed().as_secs_f64();
         }
     }
@@ -149,12 +149,12 @@ pub fn rss_child(cfg: Config, policy: ModelPolicy, steps: usize) {
     );
 }
 
-/// This process's minor page faults so far (/proc/self/stat, field 10).
-fn minor_faults() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+/// This process's minor page faults so far (/proc/self/stat, field 10);
+/// `None` without /proc.
+pub fn minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The command name (field 2) may hold spaces; count after its ')'.
     stat.rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().nth(7))
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
