@@ -65,7 +65,7 @@ pub fn launch(
         .collect();
     let deadline = Instant::now() + limit;
     let mut runs = Vec::new();
-    for (rank, child) in children.iter_mut() {
+    for (_, child) in children.iter_mut() {
         while child.try_wait().unwrap().is_none() {
             if Instant::now() > deadline {
                 let _ = child.kill();
@@ -73,7 +73,6 @@ pub fn launch(
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = rank;
     }
     for (rank, child) in children {
         let done = child.wait_with_output().unwrap();
@@ -92,4 +91,15 @@ pub fn launch(
         });
     }
     runs
+}
+
+/// Runs `scenario` on both ranks of a world of two, in a fresh folder of
+/// its name, and fails the test unless both ranks succeeded.
+pub fn launch_both(scenario: &str, limit: Duration) -> (PathBuf, Vec<RankRun>) {
+    let dir = out_dir(scenario);
+    let runs = launch(scenario, 2, |_| true, &dir, limit);
+    for (rank, run) in runs.iter().enumerate() {
+        assert!(run.success, "rank {rank} failed:\n{}", run.output);
+    }
+    (dir, runs)
 }
