@@ -180,10 +180,10 @@ fn run_fresh(
     );
     run(fresh_cargo(&fresh, toolchain, dirs)
         .args(["run", "--quiet"])
-        .env("CARGO_TARGET_DIR", dirs.target.join("package-check")))?;
+        .env("CARGO_TARGET_DIR", dirs.checks()))?;
     run(fresh_cargo(&fresh, toolchain, dirs)
         .args(["clippy", "--quiet", "--all-targets", "--", "-D", "warnings"])
-        .env("CARGO_TARGET_DIR", dirs.target.join("package-check")))
+        .env("CARGO_TARGET_DIR", dirs.checks()))
 }
 
 /// One package's docs as docs.rs builds them: its docs.rs features, no
@@ -211,7 +211,7 @@ fn build_docs(
     write_crate(&docs, DOCS, &vars, crates, Some(lock))?;
     let mut cmd = fresh_cargo(&docs, toolchain, dirs);
     cmd.args(["doc", "--no-deps", "--lib", "-p", name])
-        .env("CARGO_TARGET_DIR", dirs.target.join("package-check"))
+        .env("CARGO_TARGET_DIR", dirs.checks())
         .env("DOCS_RS", "1")
         .env("RUSTDOCFLAGS", "--cfg docsrs -D warnings");
     for var in LIBTORCH_VARS {
@@ -240,10 +240,7 @@ fn check_rust_version(root: &Path, dirs: &Dirs, scratch: &Path, crates: &Path) -
         .env("CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS", "fallback")
         // Older cargo knows no build-dir: it gets a target folder of its own.
         .env_remove("CARGO_BUILD_BUILD_DIR")
-        .env(
-            "CARGO_TARGET_DIR",
-            dirs.target.join("package-check").join("msrv"),
-        );
+        .env("CARGO_TARGET_DIR", dirs.checks().join("msrv"));
     for var in LIBTORCH_VARS {
         cmd.env_remove(var);
     }
@@ -286,6 +283,11 @@ impl Dirs {
         let target = field("target_directory").ok_or("cargo metadata names no target folder")?;
         let build = field("build_directory").unwrap_or_else(|| target.clone());
         Ok(Dirs { target, build })
+    }
+
+    /// Where the scratch crates' final outputs go.
+    fn checks(&self) -> PathBuf {
+        self.target.join("package-check")
     }
 }
 
@@ -381,16 +383,21 @@ fn sync(from: &Path, to: &Path) -> Result<()> {
     }
     for rel in &wanted {
         let bytes = fs::read(from.join(rel)).map_err(|e| format!("{rel}: {e}"))?;
-        let dest = to.join(rel);
-        if fs::read(&dest).ok().as_deref() == Some(&bytes[..]) {
-            continue;
-        }
-        if let Some(parent) = dest.parent() {
-            fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        }
-        fs::write(&dest, bytes).map_err(|e| format!("{}: {e}", dest.display()))?;
+        write_if_changed(&to.join(rel), &bytes)?;
     }
     Ok(())
+}
+
+/// Writes `bytes` to `dest` (and its folders) unless it holds them already,
+/// so that an unchanged file keeps its timestamp (see the module comment).
+fn write_if_changed(dest: &Path, bytes: &[u8]) -> Result<()> {
+    if fs::read(dest).ok().as_deref() == Some(bytes) {
+        return Ok(());
+    }
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
+    fs::write(dest, bytes).map_err(|e| format!("{}: {e}", dest.display()))
 }
 
 /// Writes a scratch crate (only files that changed, as `sync`), with the
@@ -411,14 +418,7 @@ fn write_crate(
         for (key, value) in vars {
             text = text.replace(key, value);
         }
-        let dest = dir.join(rel);
-        if fs::read_to_string(&dest).ok().as_deref() == Some(text.as_str()) {
-            continue;
-        }
-        if let Some(parent) = dest.parent() {
-            fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        }
-        fs::write(&dest, text).map_err(|e| format!("{}: {e}", dest.display()))?;
+        write_if_changed(&dir.join(rel), text.as_bytes())?;
     }
     Ok(())
 }
