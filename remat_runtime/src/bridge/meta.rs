@@ -24,6 +24,15 @@ pub(crate) enum Dims {
     },
 }
 
+/// Equal when the sizes and strides are, however they are stored.
+impl PartialEq for Dims {
+    fn eq(&self, other: &Dims) -> bool {
+        self.sizes() == other.sizes() && self.strides() == other.strides()
+    }
+}
+
+impl Eq for Dims {}
+
 impl Dims {
     pub(crate) fn sizes(&self) -> &[i64] {
         match self {

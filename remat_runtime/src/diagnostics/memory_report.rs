@@ -538,7 +538,7 @@ fn storage_rows(values: Vec<Value>) -> Vec<(StorageKey, KeptStorage)> {
                     spans.push((a, b));
                     StorageView {
                         names,
-                        sizes: l.sizes,
+                        sizes: l.sizes().to_vec(),
                         spans: b - a,
                     }
                 })
@@ -548,7 +548,7 @@ fn storage_rows(values: Vec<Value>) -> Vec<(StorageKey, KeptStorage)> {
                 KeptStorage {
                     names,
                     bytes: nbytes,
-                    sizes: layout.sizes,
+                    sizes: layout.sizes().to_vec(),
                     kind,
                     held: covered(spans, nbytes),
                     views,
@@ -586,7 +586,7 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
             let v = Value {
                 key: row.storage.key(),
                 address: row.address,
-                name: row.name.clone(),
+                name: row.name.to_string(),
                 nbytes: row.nbytes,
                 layout: row.layout.clone(),
                 kind: row.kind,
@@ -619,7 +619,7 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
         }
     }
     let storages = storage_rows(values);
-    let rebuilt: Vec<String> = inner.recipes.iter().map(|r| r.name.clone()).collect();
+    let rebuilt: Vec<String> = inner.recipes.iter().map(|r| r.name.to_string()).collect();
     let mut specs = inner
         .outputs
         .iter()

@@ -12,12 +12,11 @@
 //! O1-O3 (what an `Offload` region moves, and its in-place check).
 
 use crate::bridge::{
-    storage_data, storage_key, storage_nbytes, tensor_version, HookPair, Payload, SaveSite,
-    WeakStorage,
+    storage_data, tensor_version, HookPair, Payload, SaveSite, TensorMeta, WeakStorage,
 };
 use crate::checkpointing::frame;
 use crate::checkpointing::save_region::offload::Offloaded;
-use crate::checkpointing::save_region::record::{save_name, KeptRow, Layout, Recipe, SaveRecord};
+use crate::checkpointing::save_region::record::{KeptRow, Layout, Recipe, SaveName, SaveRecord};
 use crate::checkpointing::save_region::saved_input::classify;
 use crate::hooks::save_names;
 use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
@@ -41,14 +40,14 @@ enum Saved {
     /// Copied to an `Offload` region's target.
     Offloaded {
         value: Offloaded,
-        name: String,
+        name: SaveName,
         region: Arc<SaveRecord>,
     },
     /// Kept as is (a detached alias), with the version it had.
     Kept {
         value: Tensor,
         version: u32,
-        name: String,
+        name: SaveName,
         region: Arc<SaveRecord>,
     },
 }
@@ -67,16 +66,22 @@ impl HookPair for SaveRecord {
             .me
             .upgrade()
             .ok_or("remat internal error: a Save region's record packed after it was freed")?;
+        // One crossing for what the checks below and a kept save's report
+        // row need (about ten crossings and two allocations before).
+        let meta = TensorMeta::of(&tensor).map_err(|e| record.error(e.to_string()).to_string())?;
         let mut inner = lock(&record.inner);
         // docs/semantics.md, rule D2.
         // A name given to `save_for_backward`, or the next `saved.<i>`.
-        let name = save_names::next().unwrap_or_else(|| {
-            inner.unnamed += 1;
-            save_name(inner.unnamed - 1)
-        });
+        let name = match save_names::next() {
+            Some(given) => SaveName::Given(given),
+            None => {
+                inner.unnamed += 1;
+                SaveName::Unnamed(inner.unnamed - 1)
+            }
+        };
         // docs/semantics.md, rule S3: decided first, so a rebuilt save never reaches
         // the user's hooks.
-        if let Some((input, view)) = classify(&tensor, &inner.inputs) {
+        if let Some((input, view)) = classify(&meta, &inner.inputs) {
             let slot = inner.recipes.len();
             inner.recipes.push(Recipe { input, view, name });
             inner.rebuilt.push(None);
@@ -96,15 +101,15 @@ impl HookPair for SaveRecord {
         }
         // docs/semantics.md, rules O1 and O2: an `Offload` region moves what
         // it keeps, parameters (and tensors without a storage) excepted.
-        let movable = !site.param && storage_key(&tensor).is_some();
+        let movable = !site.param && meta.storage.is_some();
         if let (Some(store), true) = (&record.offload, movable) {
-            let value = store.offload(&tensor, &name).map_err(|m| {
+            let value = store.offload(&tensor, &name.to_string()).map_err(|m| {
                 record
                     .error(format!("offloading `{name}`: {m}"))
                     .to_string()
             })?;
             let mut inner = lock(&record.inner);
-            if let Some(key) = storage_key(&tensor) {
+            if let Some(key) = meta.storage {
                 // docs/semantics.md, rules S8 and O4: an output on this
                 // storage shares the copy.
                 inner.identity_storages.insert(key);
@@ -116,25 +121,30 @@ impl HookPair for SaveRecord {
             }));
         }
         let mut inner = lock(&record.inner);
-        if let Some(key) = storage_key(&tensor) {
+        if let Some(key) = meta.storage {
             if !site.param {
                 // docs/semantics.md, rule S8 (parameters excepted).
                 inner.identity_storages.insert(key);
             }
         }
         if let Some(storage) = WeakStorage::new(&tensor) {
+            let kind = tensor.kind();
             inner.kept.push(KeptRow {
                 name: name.clone(),
                 storage,
-                nbytes: storage_nbytes(&tensor),
-                layout: Layout::of(&tensor),
-                kind: tensor.kind(),
+                nbytes: meta.storage_nbytes,
+                layout: Layout::from_meta(&meta, kind),
+                kind,
                 param: site.param,
                 address: storage_data(&tensor),
             });
         }
-        // docs/semantics.md, rules S1 and S2: kept with the version it has now.
-        let version = tensor_version(&tensor).map_err(|e| e.to_string())?;
+        // docs/semantics.md, rules S1 and S2: kept with the version it has now
+        // (an inference tensor has none: its error is libtorch's own).
+        let version = match meta.version {
+            Some(v) => v,
+            None => tensor_version(&tensor).map_err(|e| e.to_string())?,
+        };
         Ok(Box::new(Saved::Kept {
             value: tensor,
             version,

@@ -8,7 +8,7 @@
 //! on replay. Kept values are detached aliases: a record never holds a
 //! `grad_fn`, so it cannot keep its graph alive.
 
-use crate::bridge::{Payload, StorageKey, TensorMeta, WeakStorage};
+use crate::bridge::{Dims, Payload, StorageKey, TensorMeta, WeakStorage};
 use crate::checkpointing::save_region::offload::{OffloadStore, Offloaded};
 use crate::checkpointing::save_region::saved_input::{InputInfo, ViewSpec};
 use crate::error::Error;
@@ -47,7 +47,7 @@ pub(crate) struct SaveRecord {
 /// A save kept as is, for reports.
 pub(crate) struct KeptRow {
     /// The name given to `save_for_backward`, or `saved.<i>`.
-    pub name: String,
+    pub name: SaveName,
     pub storage: WeakStorage,
     pub nbytes: i64,
     pub layout: Layout,
@@ -62,8 +62,8 @@ pub(crate) struct KeptRow {
 /// from views of another shape, and how much of the storage it covers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
-    pub sizes: Vec<i64>,
-    pub strides: Vec<i64>,
+    /// Inline for the common shapes: a kept save allocates none.
+    pub dims: Dims,
     pub offset: i64,
     pub element_size: i64,
 }
@@ -71,21 +71,36 @@ pub(crate) struct Layout {
 impl Layout {
     pub(crate) fn of(t: &Tensor) -> Layout {
         Layout {
-            sizes: t.size(),
-            strides: t.stride(),
+            dims: Dims::Heap {
+                sizes: t.size(),
+                strides: t.stride(),
+            },
             offset: crate::bridge::storage_offset(t),
             element_size: t.kind().elt_size_in_bytes() as i64,
         }
     }
 
+    /// The layout `meta` describes, for elements of `kind`: no crossing.
+    pub(crate) fn from_meta(meta: &TensorMeta, kind: Kind) -> Layout {
+        Layout {
+            dims: meta.dims.clone(),
+            offset: meta.storage_offset,
+            element_size: kind.elt_size_in_bytes() as i64,
+        }
+    }
+
+    pub(crate) fn sizes(&self) -> &[i64] {
+        self.dims.sizes()
+    }
+
     /// The bytes `[start, end)` its elements span (from its first to its
     /// last addressed element; exact for contiguous tensors).
     pub(crate) fn span(&self) -> (i64, i64) {
-        if self.sizes.contains(&0) {
+        if self.sizes().contains(&0) {
             return (0, 0);
         }
         let (mut low, mut high) = (self.offset, self.offset);
-        for (size, stride) in self.sizes.iter().zip(&self.strides) {
+        for (size, stride) in self.sizes().iter().zip(self.dims.strides()) {
             let reach = (size - 1) * stride;
             if reach < 0 {
                 low += reach;
@@ -137,7 +152,7 @@ pub(crate) struct Recipe {
     pub input: usize,
     pub view: Option<ViewSpec>,
     /// The save's name (given, or `saved.<i>`).
-    pub name: String,
+    pub name: SaveName,
 }
 
 #[derive(Default)]
@@ -158,10 +173,24 @@ pub(crate) struct RecordInner {
     pub output_context: Option<Arc<dyn Any + Send + Sync>>,
 }
 
-/// How reports and messages call the `i`-th save of a region.
-// docs/semantics.md, rule D2: the one place unnamed saves get their name.
-pub(crate) fn save_name(i: usize) -> String {
-    format!("saved.{i}")
+/// How reports and messages call a save of a region: the name given to
+/// `save_for_backward`, or `saved.<i>` for the `i`-th unnamed one, formatted
+/// only when shown (a save makes no string of its own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum SaveName {
+    Given(String),
+    Unnamed(usize),
+}
+
+impl std::fmt::Display for SaveName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SaveName::Given(name) => f.write_str(name),
+            // docs/semantics.md, rule D2: the one place unnamed saves get
+            // their name.
+            SaveName::Unnamed(i) => write!(f, "saved.{i}"),
+        }
+    }
 }
 
 /// How reports and messages call a region: `checkpoint::region`, or the

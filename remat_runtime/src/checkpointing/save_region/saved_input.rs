@@ -57,10 +57,13 @@ pub(crate) struct ViewSpec {
     base_strides: Vec<i64>,
 }
 
-/// Which input `t` can be rebuilt from, if any: the input itself (`None`
-/// spec) or a view inside it. A tensor modified in place since entry is kept.
-pub(crate) fn classify(t: &Tensor, inputs: &[InputInfo]) -> Option<(usize, Option<ViewSpec>)> {
-    let meta = TensorMeta::of(t).ok()?;
+/// Which input the tensor that `meta` describes can be rebuilt from, if
+/// any: the input itself (`None` spec) or a view inside it. A tensor
+/// modified in place since entry is kept.
+pub(crate) fn classify(
+    meta: &TensorMeta,
+    inputs: &[InputInfo],
+) -> Option<(usize, Option<ViewSpec>)> {
     if meta.is_placeholder {
         return None;
     }
