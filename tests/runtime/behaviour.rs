@@ -653,3 +653,17 @@ fn a_backward_inside_the_closure_through_its_own_saves_is_an_error_not_a_deadloc
         .map(|_| ());
     assert!(err.is_ok(), "{err:?}");
 }
+
+#[test]
+// docs/semantics.md, rule S1: a Save region keeps sparse saves too (a
+// layout without a dense storage), and the gradients are the plain model's.
+fn a_save_region_keeps_sparse_saves() {
+    let body = |x: &Tensor| {
+        let s = (x * 2.0).to_sparse_sparse_dim(1);
+        (&s * &s).to_dense(None, false).sum(Kind::Float)
+    };
+    let x = input();
+    let y = checkpoint("c").call(&x, move |x| region("sp", Policy::Save).call(&x, body));
+    let plain = grad_of(&x, &body(&x));
+    assert_bitwise(&grad_of(&x, &y), &plain, "sparse saves");
+}

@@ -66,9 +66,10 @@ impl HookPair for SaveRecord {
             .me
             .upgrade()
             .ok_or("remat internal error: a Save region's record packed after it was freed")?;
-        // One crossing for what the checks below and a kept save's report
-        // row need (about ten crossings and two allocations before).
-        let meta = TensorMeta::of(&tensor).map_err(|e| record.error(e.to_string()).to_string())?;
+        // One crossing for everything the checks below and a kept save's
+        // report row read. A tensor whose metadata libtorch refuses to give
+        // is no input's view, and only the user's hooks can pack it.
+        let meta = TensorMeta::of(&tensor);
         let mut inner = lock(&record.inner);
         // docs/semantics.md, rule D2.
         // A name given to `save_for_backward`, or the next `saved.<i>`.
@@ -81,7 +82,8 @@ impl HookPair for SaveRecord {
         };
         // docs/semantics.md, rule S3: decided first, so a rebuilt save never reaches
         // the user's hooks.
-        if let Some((input, view)) = classify(&meta, &inner.inputs) {
+        let rebuilt = meta.as_ref().ok().and_then(|m| classify(m, &inner.inputs));
+        if let Some((input, view)) = rebuilt {
             let slot = inner.recipes.len();
             inner.recipes.push(Recipe { input, view, name });
             inner.rebuilt.push(None);
@@ -99,6 +101,11 @@ impl HookPair for SaveRecord {
             lock(&record.inner).offloaded += 1;
             return Ok(Box::new(Saved::User { hooks, payload }));
         }
+        let meta = meta.map_err(|e| {
+            record
+                .error(format!("saved tensor `{name}` cannot be kept: {e}"))
+                .to_string()
+        })?;
         // docs/semantics.md, rules O1 and O2: an `Offload` region moves what
         // it keeps, parameters (and tensors without a storage) excepted.
         let movable = !site.param && meta.storage.is_some();
