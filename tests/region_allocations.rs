@@ -80,25 +80,59 @@ fn names(n: usize) -> Vec<&'static str> {
         .collect()
 }
 
-/// A checkpoint's forward around one-element `sin`s (each saves its input),
-/// as regions alternating `Save` and `Recompute` (the bench's chain) or as
-/// bare code.
-fn chain(x: &Tensor, names: &[&'static str], regions: bool) -> Tensor {
-    let names = names.to_vec();
-    // Two checkpoints, as a model's would be: each remembers its own sizes.
-    let name = if regions { "regions" } else { "bare" };
-    checkpoint(name).call(x, move |x| {
-        let mut h = x;
-        for (i, &name) in names.iter().enumerate() {
-            h = if regions {
-                let policy = [Policy::Save, Policy::Recompute][i % 2];
-                region(name, policy).call(&h, |h| h.sin())
-            } else {
-                h.sin()
-            };
+/// One kind of chain: its ops, and each op's region policy.
+struct Chain {
+    /// The checkpoint's name with regions and without: two checkpoints,
+    /// as a model's would be, each remembering its own sizes.
+    names: [&'static str; 2],
+    policy: fn(usize) -> Policy,
+    op: fn(&Tensor) -> Tensor,
+}
+
+/// Regions alternating `Save` and `Recompute` around one-element `sin`s
+/// (each saves its input, which a `Save` region rebuilds): the bench's
+/// chain.
+const ALTERNATING: Chain = Chain {
+    names: ["regions", "bare"],
+    policy: |i| [Policy::Save, Policy::Recompute][i % 2],
+    op: |h| h.sin(),
+};
+
+/// `Save` regions whose bodies each keep one save of their own (`sin`
+/// saves the product, which is not a region input).
+const KEEPING: Chain = Chain {
+    names: ["keeping", "keeping-bare"],
+    policy: |_| Policy::Save,
+    op: |h| (h * 1.0001).sin(),
+};
+
+impl Chain {
+    /// A checkpoint's forward around one op per name, as regions or as
+    /// bare code.
+    fn run(&self, x: &Tensor, names: &[&'static str], regions: bool) -> Tensor {
+        let (names, policy, op) = (names.to_vec(), self.policy, self.op);
+        checkpoint(self.names[usize::from(!regions)]).call(x, move |x| {
+            let mut h = x;
+            for (i, &name) in names.iter().enumerate() {
+                h = if regions {
+                    region(name, policy(i)).call(&h, op)
+                } else {
+                    op(&h)
+                };
+            }
+            h
+        })
+    }
+
+    /// Both forwards, warmed first (one-time state: thread-locals,
+    /// libtorch's first calls), then counted: (value, allocations, large
+    /// ones) as bare code, then as regions.
+    fn counted(&self, x: &Tensor, names: &[&'static str]) -> [(Tensor, usize, usize); 2] {
+        for regions in [true, false] {
+            self.run(x, names, regions).sum(Kind::Float).backward();
         }
-        h
-    })
+        [false, true].map(|regions| count(|| self.run(x, names, regions)))
+    }
 }
 
 #[test]
@@ -108,12 +142,7 @@ fn regions_on_the_forward_make_no_request_above_a_small_bin() {
     tch::set_num_threads(1);
     let x = Tensor::ones([1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
     let n = 64;
-    let names = names(n);
-    // Warm: one-time state (thread-locals, libtorch's first calls).
-    chain(&x, &names, true).sum(Kind::Float).backward();
-    chain(&x, &names, false).sum(Kind::Float).backward();
-    let (bare, bare_all, bare_large) = count(|| chain(&x, &names, false));
-    let (with, all, large) = count(|| chain(&x, &names, true));
+    let [(bare, bare_all, bare_large), (with, all, large)] = ALTERNATING.counted(&x, &names(n));
     println!(
         "{n} ops: bare code {bare_all} allocations ({bare_large} large), \
          as regions {all} ({large} large)"
@@ -153,25 +182,6 @@ fn regions_on_the_forward_make_no_request_above_a_small_bin() {
     );
 }
 
-/// A chain of `Save` regions whose bodies each keep one save of their own
-/// (`sin` saves the product, which is not a region input), or the same
-/// ops as bare code.
-fn keeping_chain(x: &Tensor, names: &[&'static str], regions: bool) -> Tensor {
-    let names = names.to_vec();
-    let name = if regions { "keeping" } else { "keeping-bare" };
-    checkpoint(name).call(x, move |x| {
-        let mut h = x;
-        for &name in &names {
-            h = if regions {
-                region(name, Policy::Save).call(&h, |h| (h * 1.0001).sin())
-            } else {
-                (&h * 1.0001).sin()
-            };
-        }
-        h
-    })
-}
-
 #[test]
 // docs/semantics.md, rules S1 and D2: a kept save's report row is made from
 // the metadata the save's checks read anyway (no sizes or strides on the
@@ -181,11 +191,7 @@ fn a_kept_save_allocates_no_strings_or_shapes() {
     tch::set_num_threads(1);
     let x = Tensor::ones([1], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
     let n = 64;
-    let names = names(n);
-    keeping_chain(&x, &names, true).sum(Kind::Float).backward();
-    keeping_chain(&x, &names, false).sum(Kind::Float).backward();
-    let (bare, bare_all, _) = count(|| keeping_chain(&x, &names, false));
-    let (with, all, _) = count(|| keeping_chain(&x, &names, true));
+    let [(bare, bare_all, _), (with, all, _)] = KEEPING.counted(&x, &names(n));
     let per_region = (all - bare_all) as f64 / n as f64;
     println!("{n} Save regions keeping one save each: {per_region:.2} allocations per region");
     assert!(with.equal(&bare));
