@@ -14,18 +14,17 @@
 //!
 //! let x = Tensor::ones([2, 2], tch::kind::FLOAT_CPU).set_requires_grad(true);
 //! let y = checkpoint("block").call(&x, |x| {
-//!     let h = region("double", Policy::Save).call(&x, |x| x * 2);
-//!     recompute_needs_tensor(&h);
-//!     h.sin()
+//!     let h: Saved<Tensor> = region("double", Policy::Save).call_saved(&x, |x| x * 2);
+//!     needs(h).sin() // a save output is read after `needs` marks it
 //! });
 //! y.sum(tch::Kind::Float).backward();
 //! ```
 //!
 //! The root holds what model code uses: checkpoints and regions, their
-//! policies, state and saved-tensor hooks, the macros, the traits of what
-//! regions and checkpoints take and return, and errors. The rest is in
-//! named modules: [`diagnostics`], [`planner`], [`autograd`], [`storage`]
-//! and [`nn`].
+//! policies, save outputs ([`Saved`], [`needs`]), state and saved-tensor
+//! hooks, the macros, and errors. The rest is in named modules: [`io`] (the
+//! traits of what regions and checkpoints take and return),
+//! [`diagnostics`], [`planner`], [`autograd`], [`storage`] and [`nn`].
 //!
 //! # Building
 //!
@@ -89,17 +88,46 @@
 
 pub use remat_derive::{checkpoint, remat, Capture};
 pub use remat_runtime::{
-    autocast, checkpoint, current_saved_tensor_info, is_placeholder, is_recomputing,
+    autocast, checkpoint, current_saved_tensor_info, is_placeholder, is_recomputing, needs,
     recompute_needs_tensor, region, saved_tensors_hooks, AutocastGuard, BufferStateHook, Capture,
-    Checkpoint, CheckpointInputs, Determinism, Error, Opaque, OutputItem, Policy,
-    RecomputableClosure, RecomputeStateHook, Region, RegionInput, RegionOutput, Result,
-    RngStateHook, SavedTensorInfo, SavedTensorKind, SavedTensorsHooks, Shared, TensorHooks,
+    Checkpoint, Determinism, Error, Opaque, Policy, RecomputableClosure, RecomputeStateHook,
+    Region, Result, RngStateHook, Saved, SavedTensorInfo, SavedTensorKind, SavedTensorsHooks,
+    Shared, TensorHooks,
 };
 pub use remat_runtime::{autograd, diagnostics, nn, planner, storage, Tensor};
 pub use tch;
 
 #[doc(hidden)]
 pub use remat_runtime::__private;
+
+/// The traits of what regions and checkpoints take and return, which model
+/// code meets in bounds and error messages more than it names: region
+/// inputs and outputs ([`RegionInput`](io::RegionInput),
+/// [`RegionArg`](io::RegionArg), [`RegionOutput`](io::RegionOutput),
+/// [`OutputItem`](io::OutputItem)), checkpoint inputs and outputs
+/// ([`CheckpointInputs`](io::CheckpointInputs),
+/// [`CheckpointOutput`](io::CheckpointOutput),
+/// [`CheckpointOutputItem`](io::CheckpointOutputItem)), what
+/// [`needs`](crate::needs) takes ([`Needs`](io::Needs)), and
+/// [`Arg`](io::Arg), one argument of a region call whose tuple of
+/// arguments holds save outputs.
+///
+/// ```
+/// use remat::io::RegionInput;
+/// struct Pair(tch::Tensor, tch::Tensor);
+/// impl RegionInput for Pair {
+///     fn visit(&self, f: &mut dyn FnMut(&tch::Tensor)) {
+///         f(&self.0);
+///         f(&self.1);
+///     }
+/// }
+/// ```
+pub mod io {
+    pub use remat_runtime::{
+        Arg, CheckpointInputs, CheckpointOutput, CheckpointOutputItem, Needs, OutputItem,
+        RegionArg, RegionInput, RegionOutput,
+    };
+}
 
 /// What model code usually needs: the runtime's entry points, the macros
 /// (`remat!`, `#[checkpoint]`, `#[derive(Capture)]`), `Tensor`, and the
@@ -112,8 +140,8 @@ pub use remat_runtime::__private;
 pub mod prelude {
     pub use crate::diagnostics::memory_report;
     pub use crate::{
-        autocast, checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor, region,
-        remat, BufferStateHook, Capture, Determinism, Policy, RecomputeStateHook, RngStateHook,
-        Tensor,
+        autocast, checkpoint, is_placeholder, is_recomputing, needs, recompute_needs_tensor,
+        region, remat, BufferStateHook, Capture, Determinism, Policy, RecomputeStateHook,
+        RngStateHook, Saved, Tensor,
     };
 }

@@ -27,7 +27,7 @@ fn a_panic_on_the_forward_leaves_nothing_behind() {
     let x = input();
     let before = live_checkpoints();
     let r = catch_unwind(AssertUnwindSafe(|| {
-        checkpoint("c").call(&x, |x| {
+        checkpoint("c").call(&x, |x| -> Tensor {
             let _a = region("p", Policy::Save).call(&x, |x| x.sin());
             panic!("body failed")
         })

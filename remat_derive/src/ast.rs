@@ -1,25 +1,9 @@
 //! The model of `remat!`'s syntax: invocations, statements and regions as
-//! `parse` builds them and `check` and `expand` read them, and `Mode`, which
-//! macro the code comes from (both the check and the generation depend on
-//! it). Nothing here parses; the types only hold what the user wrote, with
-//! spans.
-
-use std::cell::Cell;
+//! `parse` builds them and `expand` reads them. Nothing here parses; the
+//! types only hold what the user wrote, with spans.
 
 use proc_macro2::{Delimiter, Spacing, Span, TokenStream};
-use syn::{Attribute, Expr, ExprCall, ExprMethodCall, Ident, Macro, Pat};
-
-/// Which macro the code comes from. A `#[checkpoint]` body is all the code
-/// replay runs; a standalone `remat! { }` block is a part of it whose
-/// surroundings the check does not see, so its tail and `return` value are
-/// reads, and a name it does not declare may be a local from outside.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// The whole body of a `#[checkpoint]` function.
-    Checkpoint,
-    /// One standalone `remat! { }` block.
-    Block,
-}
+use syn::{Attribute, Expr, ExprCall, ExprMethodCall, Ident, Pat};
 
 /// What one `remat!` invocation holds.
 pub(crate) enum Invocation {
@@ -34,31 +18,14 @@ pub(crate) enum Stmt {
     Region(Box<RegionStmt>),
     Needs(NeedsStmt),
     Scope(ScopeStmt),
-    /// Ordinary Rust, copied as written (its `#[remat]` attributes are
-    /// validated by the check and stripped on expansion).
+    /// Ordinary Rust, copied as written.
     Bare(Box<syn::Stmt>),
-    /// `let PAT = save;` (or `recompute`): a region missing its call, or
-    /// ordinary Rust if a local of that name exists, which the check decides.
-    MissingCall(Box<MissingCall>),
-}
-
-/// `let PAT = save;`, as written.
-pub(crate) struct MissingCall {
-    pub local: syn::Local,
-    /// `save` or `recompute`.
-    pub keyword: Ident,
-    /// Set by the check when no local has the keyword's name: the statement
-    /// is then our error, and the expansion binds `PAT` to the error alone
-    /// (rustc would add E0425 for the keyword, and more for each use of
-    /// `PAT`).
-    pub refused: Cell<bool>,
 }
 
 /// `[let PAT =] POLICY REGION ;`
 pub(crate) struct RegionStmt {
-    /// Attributes other than `#[remat(...)]`, kept on the generated `let`.
+    /// Attributes, kept on the generated `let`.
     pub attrs: Vec<Attribute>,
-    pub unchecked: bool,
     /// The pattern of `let PAT =` (with its type, if one was written).
     pub pat: Option<Pat>,
     pub region: Region,
@@ -177,18 +144,6 @@ pub(crate) fn compact(tokens: &TokenStream) -> String {
     out
 }
 
-impl Name {
-    /// How the name is shown in error messages.
-    pub(crate) fn display(&self) -> String {
-        match self {
-            Name::Static { value, .. } => value.clone(),
-            Name::Dynamic(expr) => {
-                format!("[{}]", compact(&quote::ToTokens::to_token_stream(expr)))
-            }
-        }
-    }
-}
-
 /// The body of a region: one call or method call.
 #[derive(Clone)]
 pub(crate) enum Call {
@@ -221,26 +176,15 @@ impl Call {
     }
 }
 
-/// `needs EXPR (, EXPR)* ;`
+/// `needs NAME (, NAME)* ;`: each name rebound to its marked value.
 pub(crate) struct NeedsStmt {
     pub needs: Ident,
-    pub exprs: Vec<Expr>,
-    /// Per expression, set by the check when it reported the name as no
-    /// local: the expansion drops that expression's call, so that rustc
-    /// does not report the name a second time (E0425).
-    pub dropped: Vec<Cell<bool>>,
+    pub names: Vec<Ident>,
 }
 
 /// `scope NAME { STMT* }`
 pub(crate) struct ScopeStmt {
-    pub unchecked: bool,
     pub scope: Ident,
     pub name: Name,
     pub stmts: Vec<Stmt>,
-}
-
-/// Whether a macro invocation is `remat!` (by its last path segment, so that
-/// `remat::remat!` and `::remat::remat!` count too).
-pub(crate) fn is_remat(mac: &Macro) -> bool {
-    mac.path.segments.last().is_some_and(|s| s.ident == "remat")
 }

@@ -23,8 +23,6 @@
 //! everything else, `self` included, is captured through `Capture` before
 //! the call and used by reference inside.
 
-use std::rc::Rc;
-
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::parse::Parse;
@@ -32,14 +30,12 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{AttrStyle, FnArg, ItemFn, LitStr, Pat, Type};
 
-use crate::ast::{Mode, Name};
-use crate::check::Checker;
+use crate::ast::Name;
 use crate::checkpoint_args::CheckpointArgs;
 use crate::errors::{parse_to_end, push_error};
-use crate::expand::ExpandNested;
 use crate::param_kind::{classify, has_impl_trait, has_lifetime, mut_error, Kind};
 use crate::rename_self::RenameSelf;
-use crate::unchecked_attr;
+use crate::returned::Returned;
 
 /// Entry point of `#[checkpoint]`.
 pub(crate) fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -141,7 +137,6 @@ impl Expand {
         let mut inputs = Vec::new();
         let mut closure_params = Vec::new();
         let mut rebinds = TokenStream::new();
-        let mut checker = Checker::new(Mode::Checkpoint);
         let mut receiver = None;
 
         for (i, arg) in sig.inputs.iter_mut().enumerate() {
@@ -206,8 +201,6 @@ impl Expand {
                         ident: outer.clone(),
                         subpat: None,
                     });
-                    let tensor = !matches!(kind, Kind::Capture { .. });
-                    checker.param(&inner, tensor);
                     let ty_span = typed.ty.span();
                     match kind {
                         Kind::Tensor => {
@@ -275,22 +268,18 @@ impl Expand {
             }
         }
 
-        // The check covers the whole body, `remat!` blocks and bare code.
-        let mut block = (*self.func.block).clone();
-        let preparsed = crate::preparsed::collect(&mut block);
-        checker.body(&block, Rc::clone(&preparsed));
-        let check_failed = match checker.finish() {
-            Some(error) => {
-                self.error(error);
-                true
-            }
-            None => false,
-        };
-        ExpandNested::new(preparsed).visit_block_mut(&mut block);
+        // `#[remat(unchecked)]` is gone: refused, and taken out of the body
+        // so that rustc reports nothing more about it.
+        let mut errors = None;
+        let tokens = crate::gone_attr::strip(self.func.block.to_token_stream(), &mut errors);
+        if let Some(errors) = errors {
+            self.error(errors);
+        }
+        let mut block: syn::Block =
+            syn::parse2(tokens).unwrap_or_else(|_| (*self.func.block).clone());
         if self.refused {
             // The errors say what to change; the body stays an ordinary
             // function body meanwhile.
-            unchecked_attr::Strip.visit_block_mut(&mut block);
             let stmts = &block.stmts;
             let out = Output {
                 attrs,
@@ -301,16 +290,14 @@ impl Expand {
             };
             return (Some(out), self.errors);
         }
-        // docs/dsl.md, rule X15: a `remat!` the check cannot see is refused.
-        // (Not after the check's own errors, which include a `remat!` it
-        // sees inside another macro: one error for one mistake.)
-        if !check_failed {
-            crate::remat_guard::AroundUnchecked.visit_block_mut(&mut block);
-            crate::remat_guard::guard(&mut block);
-        }
-        unchecked_attr::Strip.visit_block_mut(&mut block);
-        // The body as written (remat! expanded), for `enabled = false`.
-        let plain = self.args.enabled.is_some().then(|| block.clone());
+        // The body as written, for `enabled = false`: its value leaves through
+        // `returned_plain` (docs/dsl.md, rule T4).
+        let plain = self.args.enabled.is_some().then(|| {
+            let mut plain = block.clone();
+            Returned::plain().visit_body(&mut plain);
+            plain
+        });
+        Returned::inside().visit_body(&mut block);
         if receiver.is_some() {
             RenameSelf.visit_block_mut(&mut block);
         }
@@ -448,11 +435,9 @@ impl Expand {
         let mut inner = Vec::new();
         for attr in self.func.attrs.clone() {
             if attr.path().is_ident("remat") {
-                self.error(syn::Error::new_spanned(
-                    &attr,
-                    "`#[remat(unchecked)]` goes on a statement of the body, not on the \
-                     function: put it on each statement whose reads the check should skip",
-                ));
+                if let Err(error) = crate::gone_attr::refuse(vec![attr]) {
+                    self.error(error);
+                }
                 continue;
             }
             match attr.style {

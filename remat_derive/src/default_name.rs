@@ -39,7 +39,7 @@ fn callee_name(func: &Expr) -> Option<&syn::Ident> {
     match strip(func) {
         Expr::Path(path) => {
             let ident = &path.path.segments.last()?.ident;
-            (ident != "self" && ident != "Self").then_some(ident)
+            (!is_self(ident)).then_some(ident)
         }
         Expr::Field(field) => named_member(&field.member),
         _ => None,
@@ -52,7 +52,7 @@ fn receiver_name(receiver: &Expr) -> Option<&syn::Ident> {
         Expr::Field(field) => named_member(&field.member),
         Expr::Path(path) if path.qself.is_none() && path.path.segments.len() == 1 => {
             let ident = &path.path.segments[0].ident;
-            (ident != "self" && ident != "Self").then_some(ident)
+            (!is_self(ident)).then_some(ident)
         }
         _ => None,
     }
@@ -63,4 +63,10 @@ fn named_member(member: &Member) -> Option<&syn::Ident> {
         Member::Named(ident) => Some(ident),
         Member::Unnamed(_) => None,
     }
+}
+
+/// `self`, `Self`, or `self` as a `#[checkpoint]` body holds it (renamed
+/// before rustc expands the `remat!` blocks inside).
+fn is_self(ident: &syn::Ident) -> bool {
+    ident == "self" || ident == "Self" || ident == crate::rename_self::RENAMED
 }

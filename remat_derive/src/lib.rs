@@ -1,34 +1,33 @@
-//! Procedural macros of remat: `remat!` blocks, `#[checkpoint]` functions,
-//! `#[derive(Capture)]`, and the compile-time check that bare code does not
-//! read a skipped `save` region's output.
+//! Procedural macros of remat: `remat!` blocks, `#[checkpoint]` functions
+//! and `#[derive(Capture)]`.
 //!
 //! Use them through the `remat` crate, which re-exports them; the expansion
 //! names the runtime by absolute paths (`::remat::...`).
 //!
-//! The crate parses (`parse`) into a small model (`ast`), checks it (`check`),
-//! then generates code (`expand`, `checkpoint`, `capture`), as thiserror's
-//! implementation parses, validates, then expands. Before any of it,
-//! `depth_limit` refuses input nested deeper than a proc macro's stack
-//! allows; in a `#[checkpoint]` body, `preparsed` parses each `remat!` once,
-//! so that the check and the expansion read the same statements. Errors are
+//! The compile-time guarantee that bare code does not read a skipped
+//! `save` region's output is not here: the expansion hands bare code such
+//! outputs as `remat::Saved`, whose data cannot be read until marked, and
+//! rustc's type checker does the rest (docs/dsl.md, section T).
+//!
+//! The crate parses (`parse`) into a small model (`ast`), then generates
+//! code (`expand`, `checkpoint`, `capture`). Before any of it, `depth_limit`
+//! refuses input nested deeper than a proc macro's stack allows. Errors are
 //! `syn::Error`s with precise spans, combined and emitted as
 //! `compile_error!`; the macros never panic.
 
 mod ast;
 mod capture;
-mod check;
 mod checkpoint;
 mod checkpoint_args;
 mod default_name;
 mod depth_limit;
 mod errors;
 mod expand;
+mod gone_attr;
 mod param_kind;
 mod parse;
-mod preparsed;
-mod remat_guard;
 mod rename_self;
-mod unchecked_attr;
+mod returned;
 
 #[cfg(test)]
 mod tests;
@@ -55,8 +54,9 @@ use proc_macro::TokenStream;
 /// A region is `save` or `recompute`, an optional name (identifier, string
 /// literal, or `[expr]` computed at run time; by default the callee's name),
 /// and one call. Its arguments are evaluated first, as bare code, and are
-/// the region's inputs. Bare code that reads a `save` output must be
-/// preceded by `needs x;`, or the block does not compile.
+/// the region's inputs. A region that may be skipped on recomputation
+/// (`save`, `auto`, `region [..]`) hands bare code its output as
+/// `remat::Saved`, which cannot be read until `needs x;` marks it.
 #[proc_macro]
 pub fn remat(input: TokenStream) -> TokenStream {
     expand::remat(input.into()).into()
@@ -74,8 +74,8 @@ pub fn remat(input: TokenStream) -> TokenStream {
 ///
 /// Tensor parameters (`Tensor`, `&Tensor`, `Option<&Tensor>`, `&[Tensor]`,
 /// `&Vec<Tensor>`) are the checkpoint's inputs; `self` and the other
-/// parameters are captured through `Capture`. `remat!` blocks in the body are
-/// expanded here, and the check covers the whole body.
+/// parameters are captured through `Capture`. A save output in return
+/// position leaves the checkpoint as a tensor.
 #[proc_macro_attribute]
 pub fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
     checkpoint::checkpoint(args.into(), item.into()).into()

@@ -3,8 +3,10 @@
 //! The macros name the runtime as `::remat::...`; this test crate calls
 //! itself `remat` and provides the items the expansion references, with the
 //! signatures the real runtime has, so that hygiene, borrows, closure kinds
-//! (`Fn + 'static`) and the visibility of bindings are checked by rustc.
-//! The mock runs every checkpoint body twice (forward, then a replay).
+//! (`Fn + 'static`), the visibility of bindings and the types bare code
+//! receives (`Saved` for the output of a region that may be skipped, until
+//! `needs` marks it; docs/dsl.md, section T) are checked by rustc. The mock
+//! runs every checkpoint body twice (forward, then a replay).
 
 extern crate self as remat;
 
@@ -141,74 +143,407 @@ pub fn region(name: impl Into<Cow<'static, str>>, policy: Policy) -> Region {
 }
 
 impl Region {
-    pub fn call<I, O>(self, inputs: I, body: impl FnOnce(I) -> O) -> O {
+    /// The real runtime's `Region::call`: save outputs among the inputs
+    /// reach the body opened.
+    pub fn call<I: saved::RegionArg, O: RegionOutput>(
+        self,
+        inputs: I,
+        body: impl FnOnce(I::Opened) -> O,
+    ) -> O {
         let policy = match self.policy {
             Policy::Save => "save",
             Policy::Recompute => "recompute",
             Policy::Auto => "auto",
         };
         log(format!("{policy} {}", self.name));
-        body(inputs)
+        body(inputs.open())
     }
-}
 
-pub fn recompute_needs_tensor(t: &Tensor) {
-    log(format!("needs {}", t.0));
+    /// A region that may be skipped: its output wrapped.
+    pub fn call_saved<I: saved::RegionArg, O: RegionOutput>(
+        self,
+        inputs: I,
+        body: impl FnOnce(I::Opened) -> O,
+    ) -> O::Saved {
+        self.call(inputs, body).into_saved()
+    }
 }
 
 pub fn is_recomputing() -> bool {
     RECOMPUTING.with(Cell::get)
 }
 
+/// What a region takes as input (the real runtime's `RegionInput`): the
+/// mock logs the tensors `needs` marks through it.
+pub trait RegionInput {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor));
+}
+
+impl RegionInput for Tensor {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        f(self)
+    }
+}
+
+impl<T: RegionInput + ?Sized> RegionInput for &T {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        (**self).visit(f)
+    }
+}
+
+impl<T: RegionInput> RegionInput for Option<T> {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        if let Some(t) = self {
+            t.visit(f)
+        }
+    }
+}
+
+impl<T: RegionInput> RegionInput for [T] {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        self.iter().for_each(|t| t.visit(f))
+    }
+}
+
+impl<T: RegionInput> RegionInput for Vec<T> {
+    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+        self.as_slice().visit(f)
+    }
+}
+
+macro_rules! opaque_inputs {
+    ($($t:ty)*) => { $(impl RegionInput for $t {
+        fn visit(&self, _: &mut dyn FnMut(&Tensor)) {}
+    })* };
+}
+opaque_inputs!(usize i32 i64 f64 bool);
+
+macro_rules! tuple_inputs {
+    ($($t:ident)*) => {
+        impl<$($t: RegionInput),*> RegionInput for ($($t,)*) {
+            #[allow(non_snake_case, unused_variables)]
+            fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+                let ($($t,)*) = self;
+                $($t.visit(f);)*
+            }
+        }
+    };
+}
+tuple_inputs!();
+tuple_inputs!(A);
+tuple_inputs!(A B);
+tuple_inputs!(A B C);
+
+/// What a region returns (the real runtime's `RegionOutput`), and how bare
+/// code receives it from a region that may be skipped: wrapped, item by
+/// item.
+pub trait RegionOutput: Sized + 'static {
+    type Saved;
+    fn into_saved(self) -> Self::Saved;
+}
+
+/// One item of a region's tuple or `Vec` output.
+pub trait OutputItem: Sized + 'static {
+    type Saved;
+    fn into_saved(self) -> Self::Saved;
+}
+
+impl OutputItem for Tensor {
+    type Saved = Saved<Tensor>;
+    fn into_saved(self) -> Saved<Tensor> {
+        Saved::new(self)
+    }
+}
+
+impl OutputItem for Option<Tensor> {
+    type Saved = Option<Saved<Tensor>>;
+    fn into_saved(self) -> Option<Saved<Tensor>> {
+        self.map(Saved::new)
+    }
+}
+
+impl RegionOutput for Tensor {
+    type Saved = Saved<Tensor>;
+    fn into_saved(self) -> Saved<Tensor> {
+        Saved::new(self)
+    }
+}
+
+impl RegionOutput for Option<Tensor> {
+    type Saved = Option<Saved<Tensor>>;
+    fn into_saved(self) -> Option<Saved<Tensor>> {
+        self.map(Saved::new)
+    }
+}
+
+impl<T: OutputItem> RegionOutput for Vec<T> {
+    type Saved = Vec<T::Saved>;
+    fn into_saved(self) -> Vec<T::Saved> {
+        self.into_iter().map(OutputItem::into_saved).collect()
+    }
+}
+
+impl<A: OutputItem, B: OutputItem> RegionOutput for (A, B) {
+    type Saved = (A::Saved, B::Saved);
+    fn into_saved(self) -> Self::Saved {
+        (self.0.into_saved(), self.1.into_saved())
+    }
+}
+
+pub use saved::{needs, CheckpointOutput, Needs, RegionArg, Saved};
+
+/// `Saved` and every way out of it, in a module of its own so that the
+/// rest of this file (the tests included) cannot read its value either.
+mod saved {
+    use std::marker::PhantomData;
+
+    use super::{log, RegionInput, Tensor};
+
+    /// The output of a region that may be skipped on recomputation, as bare
+    /// code receives it: metadata only, until `needs` marks it.
+    pub struct Saved<T> {
+        value: T,
+        /// Not `Send`, as the real runtime's.
+        _not_send: PhantomData<*const ()>,
+    }
+
+    impl<T> Saved<T> {
+        pub fn new(value: T) -> Self {
+            Saved {
+                value,
+                _not_send: PhantomData,
+            }
+        }
+    }
+
+    impl Saved<Tensor> {
+        /// Metadata: readable while recomputing too.
+        pub fn size(&self) -> Vec<i64> {
+            self.value.size()
+        }
+
+        /// A view, itself a save output.
+        pub fn view(&self, shape: [i64; 1]) -> Saved<Tensor> {
+            Saved::new(self.value.view(shape))
+        }
+
+        /// The value on the forward, `None` while recomputing.
+        pub fn on_forward(&self) -> Option<Tensor> {
+            (!super::is_recomputing()).then(|| self.value.shallow_clone())
+        }
+    }
+
+    impl std::fmt::Debug for Saved<Tensor> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Saved")
+                .field("size", &self.value.size())
+                .finish()
+        }
+    }
+
+    fn asked(value: &dyn RegionInput) {
+        value.visit(&mut |t| log(format!("needs {}", t.0)));
+    }
+
+    /// What `needs` takes: a save output, a reference to one, or an
+    /// `Option`, `Vec` or pair of them.
+    pub trait Needs {
+        type Marked;
+        fn mark(self) -> Self::Marked;
+    }
+
+    pub fn needs<T: Needs>(value: T) -> T::Marked {
+        value.mark()
+    }
+
+    impl<T: RegionInput> Needs for Saved<T> {
+        type Marked = T;
+        fn mark(self) -> T {
+            asked(&self.value);
+            self.value
+        }
+    }
+
+    impl<'a, T: RegionInput> Needs for &'a Saved<T> {
+        type Marked = &'a T;
+        fn mark(self) -> &'a T {
+            asked(&self.value);
+            &self.value
+        }
+    }
+
+    impl<'a, T: RegionInput> Needs for &'a mut Saved<T> {
+        type Marked = &'a mut T;
+        fn mark(self) -> &'a mut T {
+            asked(&self.value);
+            &mut self.value
+        }
+    }
+
+    impl<M: Needs> Needs for Option<M> {
+        type Marked = Option<M::Marked>;
+        fn mark(self) -> Option<M::Marked> {
+            self.map(M::mark)
+        }
+    }
+
+    impl<T: RegionInput> Needs for Vec<Saved<T>> {
+        type Marked = Vec<T>;
+        fn mark(self) -> Vec<T> {
+            self.into_iter().map(Saved::mark).collect()
+        }
+    }
+
+    impl<A: Needs, B: Needs> Needs for (A, B) {
+        type Marked = (A::Marked, B::Marked);
+        fn mark(self) -> Self::Marked {
+            (self.0.mark(), self.1.mark())
+        }
+    }
+
+    /// What a `remat!` region takes as one argument: an input, or a save
+    /// output, which its body receives opened.
+    pub trait RegionArg {
+        type Opened: RegionInput;
+        fn open(self) -> Self::Opened;
+    }
+
+    impl<T: RegionInput> RegionArg for T {
+        type Opened = T;
+        fn open(self) -> T {
+            self
+        }
+    }
+
+    impl<T: RegionInput> RegionArg for Saved<T> {
+        type Opened = T;
+        fn open(self) -> T {
+            self.value
+        }
+    }
+
+    impl<'a, T: RegionInput> RegionArg for &'a Saved<T> {
+        type Opened = &'a T;
+        fn open(self) -> &'a T {
+            &self.value
+        }
+    }
+
+    impl<'a, T: RegionInput> RegionArg for Option<&'a Saved<T>> {
+        type Opened = Option<&'a T>;
+        fn open(self) -> Option<&'a T> {
+            self.map(|s| &s.value)
+        }
+    }
+
+    impl<T: RegionInput> RegionArg for Vec<Saved<T>> {
+        type Opened = Vec<T>;
+        fn open(self) -> Vec<T> {
+            self.into_iter().map(|s| s.value).collect()
+        }
+    }
+
+    /// One argument of a region call whose tuple holds save outputs.
+    pub struct Arg<A>(pub A);
+
+    macro_rules! tuple_args {
+        ($($t:ident)*) => {
+            impl<$($t: RegionArg),*> RegionArg for ($(Arg<$t>,)*) {
+                type Opened = ($($t::Opened,)*);
+                #[allow(non_snake_case, clippy::unused_unit)]
+                fn open(self) -> Self::Opened {
+                    let ($(Arg($t),)*) = self;
+                    ($($t.open(),)*)
+                }
+            }
+        };
+    }
+    tuple_args!(A);
+    tuple_args!(A B);
+    tuple_args!(A B C);
+
+    /// What a checkpoint's closure may return: tensors, or save outputs of
+    /// the checkpoint, which the caller receives as tensors.
+    pub trait CheckpointOutput {
+        type Output;
+        fn into_output(self) -> Self::Output;
+    }
+
+    /// One item of a checkpoint's tuple or `Vec` output.
+    pub trait CheckpointOutputItem {
+        type Item;
+        fn into_item(self) -> Self::Item;
+    }
+
+    impl CheckpointOutputItem for Tensor {
+        type Item = Tensor;
+        fn into_item(self) -> Tensor {
+            self
+        }
+    }
+
+    impl CheckpointOutputItem for Saved<Tensor> {
+        type Item = Tensor;
+        fn into_item(self) -> Tensor {
+            self.value
+        }
+    }
+
+    impl CheckpointOutputItem for Option<Tensor> {
+        type Item = Option<Tensor>;
+        fn into_item(self) -> Option<Tensor> {
+            self
+        }
+    }
+
+    impl CheckpointOutputItem for Option<Saved<Tensor>> {
+        type Item = Option<Tensor>;
+        fn into_item(self) -> Option<Tensor> {
+            self.map(|s| s.value)
+        }
+    }
+
+    impl<T: CheckpointOutputItem> CheckpointOutput for T {
+        type Output = T::Item;
+        fn into_output(self) -> T::Item {
+            self.into_item()
+        }
+    }
+
+    impl<T: CheckpointOutputItem> CheckpointOutput for Vec<T> {
+        type Output = Vec<T::Item>;
+        fn into_output(self) -> Vec<T::Item> {
+            self.into_iter().map(T::into_item).collect()
+        }
+    }
+
+    impl<A: CheckpointOutputItem, B: CheckpointOutputItem> CheckpointOutput for (A, B) {
+        type Output = (A::Item, B::Item);
+        fn into_output(self) -> Self::Output {
+            (self.0.into_item(), self.1.into_item())
+        }
+    }
+}
+
 pub mod __private {
     use super::*;
 
-    pub trait IntoRegionInput {
-        type Input;
-        fn into_region_input(self) -> Self::Input;
+    pub use crate::saved::Arg;
+
+    /// One region argument, checked where it is written.
+    pub fn arg<A: RegionArg>(value: A) -> Arg<A> {
+        Arg(value)
     }
 
-    impl<'a> IntoRegionInput for &'a Tensor {
-        type Input = &'a Tensor;
-        fn into_region_input(self) -> Self::Input {
-            self
-        }
+    /// A `#[checkpoint]` body's value, inside its checkpoint.
+    pub fn returned<O: CheckpointOutput>(value: O) -> O::Output {
+        value.into_output()
     }
 
-    impl<'a> IntoRegionInput for Option<&'a Tensor> {
-        type Input = Option<&'a Tensor>;
-        fn into_region_input(self) -> Self::Input {
-            self
-        }
-    }
-
-    impl<'a> IntoRegionInput for &'a [Tensor] {
-        type Input = &'a [Tensor];
-        fn into_region_input(self) -> Self::Input {
-            self
-        }
-    }
-
-    impl IntoRegionInput for Tensor {
-        type Input = Tensor;
-        fn into_region_input(self) -> Self::Input {
-            self
-        }
-    }
-
-    macro_rules! identity {
-        ($($t:ty)*) => { $(impl IntoRegionInput for $t {
-            type Input = $t;
-            fn into_region_input(self) -> Self::Input { self }
-        })* };
-    }
-    identity!(usize i64 f64 bool);
-
-    /// Returns the value itself (its type too): the closure receives the
-    /// arguments unchanged, and literal arguments (`f(&x, 3)`) infer their
-    /// type from the callee. (`-> T::Input` would fix `3` to `i32`.)
-    pub fn input<T: IntoRegionInput<Input = T>>(value: T) -> T {
-        value.into_region_input()
+    /// A `#[checkpoint]` body's value where the checkpoint is off.
+    pub fn returned_plain<O: CheckpointOutput>(value: O) -> O::Output {
+        log("returned plain");
+        value.into_output()
     }
 
     pub struct ScopeGuard(Cow<'static, str>);
@@ -327,12 +662,13 @@ impl Checkpoint {
         self
     }
 
-    /// Runs the body, then replays it as backward would.
-    pub fn call<I: CheckpointInputs, O>(
+    /// Runs the body, then replays it as backward would. The body may
+    /// return its own save outputs; the caller receives tensors.
+    pub fn call<I: CheckpointInputs, O: CheckpointOutput>(
         self,
         inputs: I,
         body: impl Fn(I::Owned) -> O + 'static,
-    ) -> O {
+    ) -> O::Output {
         let hooks: Vec<String> = self.hooks.iter().map(|h| h.name()).collect();
         log(format!("checkpoint {} {hooks:?}", self.name));
         let out = body(inputs.owned());
@@ -340,7 +676,7 @@ impl Checkpoint {
         log("replay");
         drop(body(inputs.owned()));
         RECOMPUTING.with(|r| r.set(false));
-        out
+        out.into_output()
     }
 }
 
@@ -565,24 +901,31 @@ fn free_functions() {
 struct Owned(Linear, usize);
 
 impl Owned {
+    /// A save output read on the forward only, unmarked, and returned.
     #[checkpoint(name = "owned")]
     fn run(self, x: &Tensor) -> Tensor {
         let out = remat!(save lin: self.0.forward(x));
-        #[remat(unchecked)]
-        let copy = out.exp();
-        let _ = copy;
+        let copy = out.on_forward().map(|t| t.exp());
+        log(format!("on forward {copy:?}"));
         out
     }
 }
 
 #[test]
-fn owned_receiver_and_unchecked() {
+fn owned_receiver_and_on_forward() {
     take_log();
     let out = Owned(Linear::new(1.0), 2).run(&Tensor(1.0));
     assert_eq!(out, Tensor(2.0));
     assert_eq!(
         take_log(),
-        ["checkpoint owned []", "save lin", "replay", "save lin"]
+        [
+            "checkpoint owned []",
+            "save lin",
+            "on forward Some(Tensor(7.38905609893065))",
+            "replay",
+            "save lin",
+            "on forward None",
+        ]
     );
 }
 
@@ -671,13 +1014,14 @@ impl Capture for Policy {
 impl Policies {
     /// One body for every policy: the region's policy and whether the
     /// checkpoint is on are values.
+    /// Off, the body's save output leaves through `returned_plain`.
     #[checkpoint(name = "policies", enabled = self.checkpointing, strict = true)]
     fn forward(&self, x: &Tensor) -> Tensor {
         remat! {
             let attn = region [self.attention] attention: add(x, x);
             needs attn;
         }
-        attn.exp()
+        remat!(save out: attn.exp())
     }
 }
 
@@ -697,9 +1041,11 @@ fn run_time_policies_and_enabled() {
                 "checkpoint policies []".to_owned(),
                 format!("{name} attention"),
                 "needs 1".to_owned(),
+                "save out".to_owned(),
                 "replay".to_owned(),
                 format!("{name} attention"),
                 "needs 1".to_owned(),
+                "save out".to_owned(),
             ]
         );
         // Off: the body once, as a plain call; its regions still run.
@@ -710,7 +1056,12 @@ fn run_time_policies_and_enabled() {
         assert_eq!(p.forward(&Tensor(0.5)), Tensor(1.0f64.exp()));
         assert_eq!(
             take_log(),
-            [format!("{name} attention"), "needs 1".to_owned()]
+            [
+                format!("{name} attention"),
+                "needs 1".to_owned(),
+                "save out".to_owned(),
+                "returned plain".to_owned(),
+            ]
         );
     }
 }
@@ -766,7 +1117,224 @@ fn auto_regions_and_checkpoints() {
     let x = Tensor(2.0);
     remat! {
         let y = auto add(&x, &x);
+        needs y;
     }
     assert_eq!(y, Tensor(4.0));
-    assert_eq!(take_log(), ["auto add"]);
+    assert_eq!(take_log(), ["auto add", "needs 4"]);
+}
+
+// ------------------------------------ the guarantee, by types (docs/dsl.md, T)
+
+fn split(x: &Tensor) -> (Tensor, Tensor) {
+    (x.shallow_clone(), x + x)
+}
+
+fn chunks(x: &Tensor) -> Vec<Tensor> {
+    vec![x.shallow_clone(), x + x, x + &(x + x)]
+}
+
+fn maybe(x: &Tensor, some: bool) -> Option<Tensor> {
+    some.then(|| x.shallow_clone())
+}
+
+fn add_maybe(x: &Tensor, y: Option<&Tensor>) -> Tensor {
+    y.map_or_else(|| x.shallow_clone(), |y| x + y)
+}
+
+fn consume(x: Tensor) -> Tensor {
+    x
+}
+
+/// Only a `recompute` region hands bare code its output readable; the
+/// others hand it a `Saved`, whose metadata and views need no mark, and
+/// which bare code reads after `needs` (rules T1, T2 and T5). What used to
+/// be the check's error is now a type error: without the `needs`, `&s + &r`
+/// below does not compile.
+#[test]
+fn save_outputs_reach_bare_code_wrapped_until_marked() {
+    take_log();
+    let x = Tensor(1.0);
+    let policy = Policy::Recompute;
+    remat! {
+        let s = save first: add(&x, &x);
+        let r = recompute second: add(&x, &x);
+        let a = auto third: add(&x, &x);
+        let d = region [policy] fourth: add(&x, &x);
+    }
+    let s: Saved<Tensor> = s;
+    let r: Tensor = r;
+    let a: Saved<Tensor> = a;
+    // Wrapped whatever policy the run-time value picks.
+    let d: Saved<Tensor> = d;
+    assert_eq!(s.size(), [1]);
+    let v: Saved<Tensor> = s.view([-1]);
+    assert_eq!(format!("{v:?}"), "Saved { size: [1] }");
+    // `needs x;` rebinds the name to the marked, plain value.
+    remat! { needs s, a; }
+    let s: Tensor = s;
+    assert_eq!(&s + &r, Tensor(4.0));
+    assert_eq!(a, Tensor(2.0));
+    // The expression form marks where it reads, through a reference too.
+    let d: &Tensor = needs(&d);
+    assert_eq!(*d, Tensor(2.0));
+    assert_eq!(
+        take_log(),
+        [
+            "save first",
+            "recompute second",
+            "auto third",
+            "recompute fourth",
+            "needs 2",
+            "needs 2",
+            "needs 2",
+        ]
+    );
+}
+
+/// Tuple, `Vec` and `Option` outputs are wrapped item by item, and `needs`
+/// on a collection marks every tensor in it.
+#[test]
+fn collection_outputs_are_wrapped_item_by_item() {
+    take_log();
+    let x = Tensor(1.0);
+    remat! {
+        let (p, q) = save pair: split(&x);
+        let parts = save parts: chunks(&x);
+        let some = save some: maybe(&x, true);
+        let none = save none: maybe(&x, false);
+    }
+    let (p, q): (Saved<Tensor>, Saved<Tensor>) = (p, q);
+    let parts: Vec<Saved<Tensor>> = parts;
+    let some: Option<Saved<Tensor>> = some;
+    assert!(none.is_none());
+    remat! { needs parts, some; }
+    let parts: Vec<Tensor> = parts;
+    assert_eq!(parts, [Tensor(1.0), Tensor(2.0), Tensor(3.0)]);
+    assert_eq!(some, Some(Tensor(1.0)));
+    let (p, q): (Tensor, Tensor) = needs((p, q));
+    assert_eq!((p, q), (Tensor(1.0), Tensor(2.0)));
+    assert_eq!(
+        take_log(),
+        [
+            "save pair",
+            "save parts",
+            "save some",
+            "save none",
+            "needs 1",
+            "needs 2",
+            "needs 3",
+            "needs 1",
+            "needs 1",
+            "needs 2",
+        ]
+    );
+}
+
+/// A region's arguments may be save outputs, which its body receives
+/// opened, unmarked: passing them to a region is the mark (rule T3).
+#[test]
+fn save_outputs_as_region_arguments() {
+    take_log();
+    let x = Tensor(1.0);
+    remat! {
+        let s = save first: add(&x, &x);
+        let m = save maybe: maybe(&x, true);
+        let t = recompute by_ref: add(&s, &x);
+        let u = recompute by_option: add_maybe(&t, m.as_ref());
+        let w = recompute nested: add(&remat!(save inner: add(&x, &x)), &u);
+        let o = recompute owned: consume(s);
+    }
+    let _: (&Tensor, &Tensor, &Tensor) = (&t, &u, &w);
+    assert_eq!(
+        (t, u, w, o),
+        (Tensor(3.0), Tensor(4.0), Tensor(6.0), Tensor(2.0))
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "save first",
+            "save maybe",
+            "recompute by_ref",
+            "recompute by_option",
+            "save inner",
+            "recompute nested",
+            "recompute owned",
+        ]
+    );
+}
+
+/// A save output returned from a checkpoint leaves it as a tensor, from
+/// every return position (rule T4).
+#[checkpoint]
+fn branches(x: &Tensor, n: usize) -> (Tensor, Tensor) {
+    remat! {
+        let a = save first: add(x, x);
+        let b = recompute second: add(&a, x);
+    }
+    if n == 0 {
+        return (a, b);
+    }
+    match n {
+        1 => (b, a),
+        _ => (remat!(save third: add(x, x)), a),
+    }
+}
+
+#[checkpoint]
+fn all_parts(x: &Tensor) -> Vec<Tensor> {
+    remat! { let parts = save parts: chunks(x); }
+    parts
+}
+
+#[test]
+fn save_outputs_leave_a_checkpoint_as_tensors() {
+    take_log();
+    let x = Tensor(1.0);
+    assert_eq!(branches(&x, 0), (Tensor(2.0), Tensor(3.0)));
+    assert_eq!(branches(&x, 1), (Tensor(3.0), Tensor(2.0)));
+    assert_eq!(branches(&x, 2), (Tensor(2.0), Tensor(2.0)));
+    assert_eq!(all_parts(&x), [Tensor(1.0), Tensor(2.0), Tensor(3.0)]);
+    let log = take_log();
+    assert_eq!(log.iter().filter(|l| *l == "replay").count(), 4);
+    assert!(!log.iter().any(|l| l.starts_with("needs")), "{log:?}");
+}
+
+macro_rules! doubled {
+    ($x:expr) => {
+        remat!(save doubled: add($x, $x))
+    };
+}
+
+/// `remat!` written by other macros, defined outside the body or inside
+/// it: rustc expands them, and the types hold there too.
+#[checkpoint]
+fn through_macros(x: &Tensor) -> Tensor {
+    macro_rules! plus {
+        ($a:expr, $b:expr) => {
+            remat!(recompute plus: add($a, $b))
+        };
+    }
+    let d = doubled!(x);
+    let e = plus!(&d, x);
+    let e = plus!(&e, &needs(&d).shallow_clone());
+    log(format!("e {}", e.0));
+    d
+}
+
+#[test]
+fn remat_from_macros() {
+    take_log();
+    assert_eq!(through_macros(&Tensor(1.0)), Tensor(2.0));
+    let forward = [
+        "save doubled",
+        "recompute plus",
+        "needs 2",
+        "recompute plus",
+        "e 5",
+    ];
+    let mut expected = vec!["checkpoint through_macros []"];
+    expected.extend(forward);
+    expected.push("replay");
+    expected.extend(forward);
+    assert_eq!(take_log(), expected);
 }

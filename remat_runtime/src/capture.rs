@@ -60,7 +60,8 @@ use tch::Tensor;
             use the `remat::nn` module of the same name (tch's own modules cannot be rebuilt), \
             wrap it in `remat::Shared::new(..)` (not an `Arc`: tch types are not `Sync`), \
             or pass it as a tensor parameter",
-    note = "a captured value must be `Send` (replay may run on an autograd worker thread): for an `Rc`, use an `Arc`"
+    note = "a captured value must be `Send` (replay may run on an autograd worker thread): for an `Rc`, use an `Arc`",
+    note = "a save output (`Saved<..>`) is never captured: it belongs to its checkpoint run; mark it with `remat::needs` and take the tensor as a parameter"
 )]
 pub trait Capture: Sized + Send + 'static {
     /// An owned handle to the same value.

@@ -6,6 +6,7 @@
 //! docs/semantics.md, rules C1 (checkpoint inputs), C10 (checkpoint
 //! outputs), R7 (region outputs) and R8 (region inputs).
 
+use crate::bridge::Saved;
 use crate::error::{Error, Result};
 use tch::Tensor;
 
@@ -51,6 +52,12 @@ pub struct Opaque<T>(pub T);
 /// assert_eq!(seen, 2);
 /// let sum = region("add", Policy::Recompute).call(&pair, |p| &p.a + &p.b);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a region's input",
+    label = "not a tensor, a number, a string, or a collection of them",
+    note = "a save output (`Saved<..>`) is an input of a region written with `remat!`; with `Region::call`, mark it first: `remat::needs(&x)`",
+    note = "wrap anything else in `remat::Opaque(..)`, or implement `remat::io::RegionInput` for a type of yours that holds tensors"
+)]
 pub trait RegionInput {
     /// Calls `f` on each tensor of the argument, in order.
     fn visit(&self, f: &mut dyn FnMut(&Tensor));
@@ -157,6 +164,7 @@ pub(crate) fn input_tensors(inputs: &impl RegionInput) -> Vec<Tensor> {
 }
 
 /// One item of a region's output: a tensor, or `None` for an absent one.
+/// Implemented by remat only, as [`RegionOutput`].
 ///
 /// ```
 /// use remat_runtime::{region, OutputItem, Policy};
@@ -168,14 +176,46 @@ pub(crate) fn input_tensors(inputs: &impl RegionInput) -> Vec<Tensor> {
 /// let (y, none): (Tensor, Option<Tensor>) = region("maybe", Policy::Save).call(&x, |x| (x * 2, None));
 /// assert!(none.is_none());
 /// ```
-pub trait OutputItem: Sized + 'static {
+pub trait OutputItem: sealed::Sealed + Sized + 'static {
+    /// The item as bare code receives it from a region that may be skipped
+    /// (`Saved<Tensor>`, `Option<Saved<Tensor>>`).
+    type Saved;
     /// The item as an optional tensor.
     fn into_part(self) -> Option<Tensor>;
     /// The item back from an optional tensor (the same shape it had).
     fn from_part(part: Option<Tensor>) -> Result<Self>;
+    /// The item wrapped, as [`OutputItem::Saved`].
+    fn into_saved(self) -> Self::Saved;
+}
+
+/// `RegionOutput` and `OutputItem` are implemented by remat only: their
+/// `Saved` form is what keeps bare code from reading a skipped region's
+/// output (docs/dsl.md, rule T1), so no type may choose its own.
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for tch::Tensor {}
+    impl Sealed for Option<tch::Tensor> {}
+    impl<T: super::OutputItem> Sealed for Vec<T> {}
+    macro_rules! tuples {
+        ($($name:ident)+) => {
+            impl<$($name: super::OutputItem),+> Sealed for ($($name,)+) {}
+        };
+    }
+    tuples!(A);
+    tuples!(A B);
+    tuples!(A B C);
+    tuples!(A B C D);
+    tuples!(A B C D E);
+    tuples!(A B C D E F);
+    tuples!(A B C D E F G);
+    tuples!(A B C D E F G H);
 }
 
 impl OutputItem for Tensor {
+    type Saved = Saved<Tensor>;
+    fn into_saved(self) -> Saved<Tensor> {
+        Saved::new(self)
+    }
     fn into_part(self) -> Option<Tensor> {
         Some(self)
     }
@@ -185,6 +225,10 @@ impl OutputItem for Tensor {
 }
 
 impl OutputItem for Option<Tensor> {
+    type Saved = Option<Saved<Tensor>>;
+    fn into_saved(self) -> Option<Saved<Tensor>> {
+        self.map(Saved::new)
+    }
     fn into_part(self) -> Option<Tensor> {
         self
     }
@@ -196,13 +240,23 @@ impl OutputItem for Option<Tensor> {
 /// What a region returns: a tensor, or a flat tuple or `Vec` whose items are
 /// tensors or `Option<Tensor>`. The shape is kept on replay.
 ///
+/// [`RegionOutput::Saved`] is the form bare code receives from a region that
+/// may be skipped on recomputation: each tensor wrapped in [`Saved`], the
+/// tuple or `Vec` around them kept, so that patterns and iteration work as
+/// on the plain value. Implemented by remat only (the `Saved` form is what
+/// the compile-time guarantee rests on).
+///
 /// ```
 /// use remat_runtime::RegionOutput;
 /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
 /// let parts = (x.shallow_clone(), None::<tch::Tensor>).into_parts();
 /// assert_eq!(parts.len(), 2);
 /// ```
-pub trait RegionOutput: Sized + 'static {
+pub trait RegionOutput: sealed::Sealed + Sized + 'static {
+    /// The output as bare code receives it from a region that may be skipped.
+    type Saved;
+    /// The output wrapped, as [`RegionOutput::Saved`].
+    fn into_saved(self) -> Self::Saved;
     /// The output's tensors, in order.
     fn into_parts(self) -> Vec<Option<Tensor>>;
     /// The output rebuilt from the parts [`RegionOutput::into_parts`] gave.
@@ -210,6 +264,10 @@ pub trait RegionOutput: Sized + 'static {
 }
 
 impl RegionOutput for Tensor {
+    type Saved = Saved<Tensor>;
+    fn into_saved(self) -> Saved<Tensor> {
+        Saved::new(self)
+    }
     fn into_parts(self) -> Vec<Option<Tensor>> {
         vec![Some(self)]
     }
@@ -219,6 +277,10 @@ impl RegionOutput for Tensor {
 }
 
 impl RegionOutput for Option<Tensor> {
+    type Saved = Option<Saved<Tensor>>;
+    fn into_saved(self) -> Option<Saved<Tensor>> {
+        self.map(Saved::new)
+    }
     fn into_parts(self) -> Vec<Option<Tensor>> {
         vec![self]
     }
@@ -228,6 +290,10 @@ impl RegionOutput for Option<Tensor> {
 }
 
 impl<T: OutputItem> RegionOutput for Vec<T> {
+    type Saved = Vec<T::Saved>;
+    fn into_saved(self) -> Vec<T::Saved> {
+        self.into_iter().map(OutputItem::into_saved).collect()
+    }
     fn into_parts(self) -> Vec<Option<Tensor>> {
         self.into_iter().map(OutputItem::into_part).collect()
     }
@@ -248,6 +314,12 @@ fn single(parts: Vec<Option<Tensor>>) -> Result<Option<Tensor>> {
 macro_rules! tuple_outputs {
     ($n:literal: $($name:ident)+) => {
         impl<$($name: OutputItem),+> RegionOutput for ($($name,)+) {
+            type Saved = ($($name::Saved,)+);
+            #[allow(non_snake_case)]
+            fn into_saved(self) -> Self::Saved {
+                let ($($name,)+) = self;
+                ($($name.into_saved(),)+)
+            }
             #[allow(non_snake_case)]
             fn into_parts(self) -> Vec<Option<Tensor>> {
                 let ($($name,)+) = self;
@@ -292,6 +364,11 @@ tuple_outputs!(8: A B C D E F G H);
 /// (&x, None::<&tch::Tensor>).flatten(&mut flat);
 /// assert_eq!(flat.len(), 2);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a checkpoint's input",
+    label = "not a tensor, an `Option` of one, a slice or `Vec` of them, or a tuple of those",
+    note = "a save output (`Saved<..>`) enters another checkpoint only marked: `remat::needs(&x)` (it is read there, on every replay)"
+)]
 pub trait CheckpointInputs {
     /// What the closure receives.
     type Owned: 'static;

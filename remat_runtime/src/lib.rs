@@ -50,6 +50,7 @@ pub mod nn;
 mod parts;
 pub mod planner;
 mod policies;
+mod saved;
 mod shared;
 pub mod storage;
 mod sync;
@@ -61,6 +62,7 @@ pub use checkpointing::checkpoint::{checkpoint, Checkpoint};
 pub use checkpointing::closure::RecomputableClosure;
 pub use checkpointing::determinism::Determinism;
 pub use checkpointing::frame::is_recomputing;
+pub use checkpointing::needs::{needs, Needs};
 pub use checkpointing::policy::Policy;
 pub use checkpointing::region::{recompute_needs_tensor, region, Region};
 pub use error::{Error, Result};
@@ -71,6 +73,9 @@ pub use hooks::tensor_hooks::{
     current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
 };
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionOutput};
+pub use saved::arg::{Arg, RegionArg};
+pub use saved::returned::{CheckpointOutput, CheckpointOutputItem};
+pub use saved::Saved;
 pub use shared::Shared;
 pub use tch::Tensor;
 

@@ -1,15 +1,44 @@
 //! Items the macros expand to. Not a stable API: use the public ones.
+//! Calling them by hand can hand bare code a save output unmarked
+//! (`returned`), which voids the guarantee of docs/dsl.md, section T.
 
+use crate::checkpointing::ask::{returned_inside, returned_plain as plain};
 pub use crate::diagnostics::trace::enter_scope;
+pub use crate::saved::arg::Arg;
+use crate::saved::returned::CheckpointOutput;
 
-/// A region argument, unchanged: the macros pass every argument through this
-/// so that a type that is no region input fails with a clear message.
+/// One region argument, checked where it is written (a type that is no
+/// [`RegionArg`](crate::RegionArg) is reported at it).
 ///
 /// ```
 /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
-/// let same = remat_runtime::__private::input(&x);
-/// assert!(std::ptr::eq(same, &x));
+/// let a = remat_runtime::__private::arg(&x);
+/// assert!(std::ptr::eq(a.0, &x));
 /// ```
-pub fn input<T: crate::RegionInput>(value: T) -> T {
-    value
+pub fn arg<A: crate::RegionArg>(value: A) -> Arg<A> {
+    Arg(value)
+}
+
+/// A `#[checkpoint]` body's value, inside its checkpoint (docs/dsl.md, rule
+/// T4): only in return position.
+///
+/// ```
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let y = remat_runtime::__private::returned(x.shallow_clone());
+/// assert!(y.equal(&x));
+/// ```
+pub fn returned<O: CheckpointOutput>(value: O) -> O::Output {
+    returned_inside(value)
+}
+
+/// A `#[checkpoint]` body's value where the checkpoint is switched off and
+/// the body ran in its caller: asked for by every running checkpoint.
+///
+/// ```
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let y = remat_runtime::__private::returned_plain(x.shallow_clone());
+/// assert!(y.equal(&x));
+/// ```
+pub fn returned_plain<O: CheckpointOutput>(value: O) -> O::Output {
+    plain(value)
 }

@@ -1,13 +1,15 @@
-//! A read the compile-time check cannot see fails at replay, with the same
-//! message whether the model was written with the macros or with the
-//! runtime API: the two layers agree.
+//! A read the types let through fails at replay, with the same message
+//! whether the model was written with the macros or with the runtime API:
+//! the two layers agree. With the macros the mistake is a `needs` that
+//! only replay reaches (the forward reads the alias `on_forward` gives);
+//! with the runtime API, no `recompute_needs_tensor`.
 
-use remat::{checkpoint, region, remat, Policy};
+use remat::{checkpoint, needs, region, remat, Policy};
 use remat_reference::macros::{Block, BlockPolicy};
 use remat_reference::model::{self as reference, batch, Model, ModelPolicy, SMALL};
 use tch::{Device, Kind, Tensor};
 
-/// A helper the check does not look into: it reads its argument's data.
+/// A helper that reads its argument's data.
 fn residual(x: &Tensor, attn: &Tensor) -> Tensor {
     x + attn
 }
@@ -18,15 +20,19 @@ trait Leaky {
 }
 
 impl Leaky for Block {
-    /// `selective` without `needs attn;`: the helper's read is hidden from
-    /// the check by `#[remat(unchecked)]` (without it, this does not
-    /// compile: see ui-tests/fail/bare_read.rs).
+    /// `selective` whose forward reads `attn` through `on_forward`, so that
+    /// nothing asks for it, and whose `needs` only replay reaches (docs/dsl.md,
+    /// rules T6 and T8). Without a mark at all, this does not compile: see
+    /// ui-tests/fail/bare_read.rs.
     #[checkpoint(name = [format!("layers.{}", self.index)])]
     fn leaky(&self, x: &Tensor) -> Tensor {
         let h = self.ln1.forward(x);
+        remat! { let attn = save attention: self.attention.forward(&h); }
+        let attn = match attn.on_forward() {
+            Some(attn) => attn,
+            None => needs(attn),
+        };
         remat! {
-            let attn = save attention: self.attention.forward(&h);
-            #[remat(unchecked)]
             let x = residual(x, &attn);
             let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));
         }
@@ -64,8 +70,8 @@ fn backward_error(block: impl FnOnce(&Model, &Tensor) -> Tensor) -> String {
 }
 
 #[test]
-// docs/dsl.md, rules X7 and L1; docs/semantics.md, rule P4 (E13).
-fn an_unchecked_helper_read_fails_at_replay_like_the_runtime_api() {
+// docs/dsl.md, rules T6 and T8; docs/semantics.md, rule P4 (E13).
+fn a_needs_only_replay_reaches_fails_at_replay_like_the_runtime_api() {
     let macros = backward_error(|m, x| Block::of(&m.blocks[1]).leaky(x));
     let api = backward_error(|m, x| leaky_api(&m.blocks[1], x));
     for text in [&macros, &api] {
@@ -83,7 +89,7 @@ fn an_unchecked_helper_read_fails_at_replay_like_the_runtime_api() {
 
 /// With the mark, the same block replays fine.
 #[test]
-// docs/dsl.md, rule X4; docs/semantics.md, rule K4.
+// docs/dsl.md, rule T2; docs/semantics.md, rule K4.
 fn the_marked_block_replays() {
     let model = Model::new(SMALL, 3);
     let x = Tensor::randn([SMALL.b, SMALL.t, SMALL.d], (Kind::Float, Device::Cpu))

@@ -1,12 +1,13 @@
-//! Issue 19's valid programs, compiled and run: shapes of model code the
-//! compile-time check once refused (or could not express) give, under a
-//! real checkpoint with strict recomputation, bitwise the gradients of the
-//! same body run without one (`enabled = false`). Each body reads its input
-//! once (`x * w`), so the weight's gradient has one path and the same
+//! Issue 19's valid programs, compiled and run: shapes of model code that
+//! move save outputs (`Saved<Tensor>`) through structs, loops, collections,
+//! nested `remat!` and views, with the marks the types require, give, under
+//! a real checkpoint with strict recomputation, bitwise the gradients of
+//! the same body run without one (`enabled = false`). Each body reads its
+//! input once (`x * w`), so the weight's gradient has one path and the same
 //! summation order with and without the checkpoint.
 
 use crate::common::assert_bitwise;
-use remat::{checkpoint, is_recomputing, remat};
+use remat::{checkpoint, needs, remat, Saved};
 use tch::{Device, Kind, Tensor};
 
 fn attention(h: &Tensor) -> Tensor {
@@ -21,20 +22,22 @@ fn heads(h: &Tensor) -> Vec<Tensor> {
     vec![h.sin(), h.cos() * 3.0, h.tanh()]
 }
 
+/// A struct whose field holds a save output, unread by bare code.
 struct Pair {
-    t: Tensor,
+    t: Saved<Tensor>,
     u: Tensor,
 }
 
-struct Both(Tensor, Tensor);
+struct Both(Saved<Tensor>, Saved<Tensor>);
 
 /// `..first`: the struct's other fields come from `first` without reading
-/// it (docs/dsl.md, rule X2); its `save` field only goes to a region.
+/// it; its `save` field only goes to a region, which opens it (docs/dsl.md,
+/// rules T1 and T3): no mark.
 #[checkpoint(enabled = on, strict = true)]
 fn struct_update(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
     let first = Pair {
-        t: h.exp(),
+        t: Saved::new(h.exp()),
         u: h.sin(),
     };
     remat! { let a = save attention: attention(&h); }
@@ -43,23 +46,25 @@ fn struct_update(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     m * &second.u
 }
 
-/// A `loop`'s value is what its `break` carries; returning it is not a
-/// read (docs/dsl.md, rules X3 and X12).
+/// A `loop`'s value is what its `break` carries, still a save output;
+/// returning it is not a read: the checkpoint hands it to the caller
+/// unwrapped (docs/dsl.md, rule T4).
 #[checkpoint(enabled = on, strict = true)]
 fn loop_value(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
     let mut k = 0;
-    loop {
+    let a = loop {
         k += 1;
         if k == 3 {
             remat! { let a = save attention: attention(&h); }
             break a;
         }
-    }
+    };
+    a
 }
 
 /// A `Vec` output read in a `for`: `needs parts;` marks every element
-/// (docs/dsl.md, rule X4; docs/semantics.md, rule K4).
+/// (docs/dsl.md, rule T2; docs/semantics.md, rule K4).
 #[checkpoint(enabled = on, strict = true)]
 fn vec_in_for(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
@@ -75,7 +80,7 @@ fn vec_in_for(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
 }
 
 /// A tuple struct literal holding `save` outputs, marked field by field
-/// (docs/dsl.md, rule L8).
+/// where they are read, with the expression form (docs/dsl.md, rule T2).
 #[checkpoint(enabled = on, strict = true)]
 fn tuple_struct(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
@@ -84,33 +89,31 @@ fn tuple_struct(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
         let b = save mlp: mlp(&h);
     }
     let p = Both(a, b);
-    remat! { needs p.0, p.1; }
-    p.0.exp() * p.1.cos()
+    needs(&p.0).exp() * needs(&p.1).cos()
 }
 
-/// A `needs` on the forward only, where it asks the runtime (docs/dsl.md,
-/// rule X4), inside a `remat!` nested in another.
+/// A `needs` inside a `remat!` nested in another: its rebinding holds for
+/// the rest of the function (docs/dsl.md, rule T2).
 #[checkpoint(enabled = on, strict = true)]
-fn forward_only_needs(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+fn nested_needs(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
     remat! {
         let a = save attention: attention(&h);
-        if !is_recomputing() {
-            remat! { needs a; }
-        }
+        remat! { needs a; }
     }
     a.exp() + &h
 }
 
-/// Pieces of a split view share its storage, which the runtime keeps
-/// whole: a mark of one piece serves the others (docs/dsl.md, rule X4).
+/// Pieces of a split view of a save output are save outputs (docs/dsl.md,
+/// rule T5); they share its storage, which the runtime keeps whole once
+/// any piece is marked. Each piece read is marked where it is read.
 #[checkpoint(enabled = on, strict = true)]
 fn views_of_a_needed_view(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
     remat! { let a = save attention: attention(&h); }
     let parts = a.chunk(3, 0);
-    remat! { needs parts[0]; }
-    parts[1].exp() * parts[2].sin() + &parts[0]
+    let first = needs(&parts[0]);
+    needs(&parts[1]).exp() * needs(&parts[2]).sin() + first
 }
 
 type Body = fn(&Tensor, &Tensor, bool) -> Tensor;
@@ -120,7 +123,7 @@ const BODIES: [(&str, Body); 6] = [
     ("loop value", loop_value),
     ("Vec output in a for", vec_in_for),
     ("tuple struct", tuple_struct),
-    ("forward-only needs", forward_only_needs),
+    ("needs in a nested remat!", nested_needs),
     ("views of a needed view", views_of_a_needed_view),
 ];
 
@@ -133,8 +136,8 @@ fn grad(body: Body, on: bool) -> Tensor {
 }
 
 #[test]
-// docs/dsl.md, rules X2-X4, X12 and L8: issue 19's valid programs.
-fn refused_shapes_now_compile_and_match_without_a_checkpoint() {
+// docs/dsl.md, rules T1-T5: issue 19's valid programs.
+fn save_outputs_in_every_shape_match_without_a_checkpoint() {
     for (what, body) in BODIES {
         let plain = grad(body, false);
         let checkpointed = grad(body, true);

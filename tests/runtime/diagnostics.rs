@@ -288,7 +288,7 @@ fn bad_save_names_are_clear_errors() {
 // ---------------------------------------------------------------------------
 // Fix 3: one row per storage, views of another shape under it.
 
-fn report_in_checkpoint<O: remat::RegionOutput + 'static>(
+fn report_in_checkpoint<O: remat::io::RegionOutput + 'static>(
     x: &Tensor,
     body: impl Fn(Tensor) -> O + Send + 'static,
     finish: impl Fn(&O) -> Tensor + Send + 'static,

@@ -1,6 +1,6 @@
-// A `let` under `#[cfg]` may be compiled out, and then shadows nothing
-// (issue 19): the check takes each cfg'd statement as an alternative, so
-// `attn` may be the `save` output here whichever cfg holds.
+// A `let` under `#[cfg]` may be compiled out (issue 19). Each cfg'd `let`
+// has its own type: where the `save` one is compiled in (debug builds, as
+// here), `attn` is a `Saved<Tensor>` and has no `exp` (docs/dsl.md, T1).
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

@@ -1,14 +1,12 @@
-// Macros the check cannot see through (issue 8): a `macro_rules!` of the
-// body that reads a `save` output, and a `remat!` inside a user's macro.
+// A `macro_rules!` of the body that reads a `save` output: rustc expands
+// it, and `Saved<Tensor>` cannot be formatted with `{}` (its `Debug` shows
+// the metadata only). (A `remat!` inside a user's macro, refused by the old
+// check, now compiles: ui-tests/pass/macro_from_outside.rs.)
 use remat::{checkpoint, remat};
 use tch::Tensor;
 
 fn f(h: &Tensor) -> Tensor {
     h.tanh()
-}
-
-macro_rules! twice {
-    ($($t:tt)*) => { $($t)* };
 }
 
 #[checkpoint]
@@ -20,12 +18,6 @@ fn body_macro(x: &Tensor) -> Tensor {
         };
     }
     show!();
-    x + 1
-}
-
-#[checkpoint]
-fn user_macro(x: &Tensor) -> Tensor {
-    twice! { remat! { let a = save f: f(x); } }
     x + 1
 }
 

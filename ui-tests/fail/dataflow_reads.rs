@@ -1,5 +1,8 @@
-// Reads the old, syntactic check missed (issue 8): each reads a `save`
-// output on replay without `needs`.
+// Reads the old, syntactic check missed (issue 8), each refused by the
+// types: a named format argument, a field and an index of `Tensor` type
+// given a save output, a variable given a save output in one branch and a
+// tensor in the other, a save output carried into the next loop iteration,
+// and an element of a two-tensor output whose sibling was marked.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

@@ -1,6 +1,6 @@
 // Reads of a `save` output that are not plain bare reads: through the
-// receiver of a `recompute` region (captured, not an input), and an inline
-// `remat!(save ..)` read in place.
+// receiver of a `recompute` region (captured, not an input: `Saved<Tensor>`
+// has no `multiply`), and an inline `remat!(save ..)` read in place.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

@@ -1,5 +1,6 @@
-// Malformed `auto`: a region without its call, and `#[checkpoint(auto)]`
-// with a value or together with `enabled`.
+// Malformed `auto`: `#[checkpoint(auto)]` with a value or together with
+// `enabled`; and `let y = auto;`, which is plain Rust (no region without a
+// call), where `auto` is no value.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

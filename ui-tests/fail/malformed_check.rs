@@ -1,6 +1,6 @@
-// Malformed input the check reports itself (issue 8): `let a = save;`, a
-// `needs` of an unknown name, a region policy that is not a `Policy`, and
-// code nested deeper than the macros parse.
+// Malformed input (issue 8): `let a = save;` (plain Rust, in which `save`
+// is no value), a `needs` of an unknown name, a region policy that is not a
+// `Policy`, and a read of a run-time policy's output (a `Saved<Tensor>`).
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

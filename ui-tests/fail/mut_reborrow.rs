@@ -1,5 +1,5 @@
-// A write through a `&mut` re-borrow writes the place it points to (issue
-// 19): after `r.t = a`, `s.t` holds the `save` output.
+// A write through a `&mut` re-borrow (issue 19): `r.t` is a `Tensor`, so
+// storing a `Saved<Tensor>` there is a type error.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

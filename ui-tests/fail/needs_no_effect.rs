@@ -1,5 +1,6 @@
 // `needs` on a value replay rebuilds anyway: a checkpoint input, or the
-// output of a `recompute` region.
+// output of a `recompute` region. Neither is a `Saved<..>`, so `needs`
+// refuses them (the `Needs` trait's message).
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

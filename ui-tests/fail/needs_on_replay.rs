@@ -1,6 +1,7 @@
-// `needs` asks the runtime on the forward; during recomputation it does
-// nothing (issue 19): a `needs` inside `if is_recomputing() { .. }` keeps
-// nothing, so the read after it reads a placeholder.
+// A `needs` inside `if is_recomputing() { .. }` (issue 19): the marked
+// binding lives in that block only, so `a` after it is still the
+// `Saved<Tensor>`. (The expression form there compiles, and fails at run
+// time naming the save: ui-tests/pass/replay_only_needs.rs.)
 use remat::{checkpoint, is_recomputing, remat};
 use tch::Tensor;
 

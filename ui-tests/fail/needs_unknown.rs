@@ -1,4 +1,5 @@
-// `needs` names a variable that does not exist.
+// `needs` names a variable that does not exist: rustc's error, with its
+// suggestion; `attn` stays a `Saved<Tensor>`.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

@@ -1,5 +1,5 @@
 // `needs` marks a value, not a name: after `h` is bound again to another
-// `save` output, the new value is unmarked.
+// `save` output, `h` is that output's `Saved<Tensor>`.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

@@ -1,4 +1,5 @@
-// A view of a `save` output is a `save` output too.
+// A view of a `save` output is a `save` output too: `narrow` and
+// `transpose` of a `Saved<Tensor>` give a `Saved<Tensor>`.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

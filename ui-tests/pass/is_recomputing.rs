@@ -1,5 +1,7 @@
-// Code guarded by `if !is_recomputing()` (or the `else` of
-// `if is_recomputing()`) runs only on the forward: it may read anything.
+// Code that runs on the forward only reads a save output through
+// `on_forward()`: a detached alias on the forward, `None` during
+// recomputation (docs/dsl.md, T6), so it needs no mark. `is_recomputing()`
+// still tells the two phases apart.
 use remat::{checkpoint, is_recomputing, remat};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tch::{Kind, Tensor};
@@ -11,25 +13,25 @@ fn attention(h: &Tensor) -> Tensor {
     h.tanh()
 }
 
-#[checkpoint]
+#[checkpoint(strict = true)]
 fn block(x: &Tensor) -> Tensor {
     remat! {
         let attn = save attention: attention(x);
     }
-    // Forward-only code must not record autograd saves that replay would
-    // not make again: it runs without grad.
-    if !is_recomputing() {
-        let mean = tch::no_grad(|| attn.mean(Kind::Float)).double_value(&[]);
+    // Detached: forward-only code records no autograd saves that replay
+    // would not make again.
+    if let Some(attn) = attn.on_forward() {
+        assert!(!attn.requires_grad());
+        let mean = attn.mean(Kind::Float).double_value(&[]);
         assert!(mean.is_finite());
         LOGGED.fetch_add(1, Ordering::SeqCst);
     }
     if is_recomputing() {
+        assert!(attn.on_forward().is_none());
         REPLAYED.fetch_add(1, Ordering::SeqCst);
     } else {
-        assert!(tch::no_grad(|| attn.abs().max()).double_value(&[]) <= 1.0);
+        assert!(attn.on_forward().unwrap().abs().max().double_value(&[]) <= 1.0);
     }
-    // A save after the `if`s: recomputation (which stops after the last
-    // save, docs/semantics.md, rule C17) reaches them.
     x * x + attn.size()[0]
 }
 

@@ -1,5 +1,5 @@
-// Regions in loops take a run-time name (`[format!(..)]`); static names
-// inside loops are not compared by the duplicate check.
+// Regions in loops take a run-time name (`[format!(..)]`): the runtime
+// refuses a name used twice in one run (duplicate_name.rs).
 use remat::{checkpoint, remat};
 use tch::{Kind, Tensor};
 
@@ -7,7 +7,7 @@ fn layer(h: &Tensor, scale: f64) -> Tensor {
     (h * scale).tanh()
 }
 
-#[checkpoint]
+#[checkpoint(strict = true)]
 fn stack(x: &Tensor, scales: Vec<f64>) -> Tensor {
     let mut h = x.shallow_clone();
     for (i, scale) in scales.iter().enumerate() {
@@ -35,5 +35,8 @@ fn main() {
         h = &h + layer(&h, s);
     }
     h.sum(Kind::Float).backward();
-    assert!(g.equal(&x.grad()), "the gradients must be bitwise those of the plain version");
+    assert!(
+        g.equal(&x.grad()),
+        "the gradients must be bitwise those of the plain version"
+    );
 }

@@ -1,6 +1,8 @@
-// Metadata reads of a `save` output need no mark: a placeholder has the
-// real shape, strides, dtype and device. The region's output is not saved by
-// anything (a scaling saves nothing), so replay really serves a placeholder.
+// Metadata reads of a `save` output need no mark: they are methods of
+// `Saved<Tensor>`, and a placeholder has the real shape, strides, dtype and
+// device (docs/dsl.md, T5). The region's output is not saved by anything (a
+// scaling saves nothing), and strict recomputation serves a placeholder for
+// every output not asked for, so replay reads these from a placeholder.
 use remat::{checkpoint, remat};
 use tch::{Kind, Tensor};
 
@@ -8,7 +10,7 @@ fn attention(h: &Tensor) -> Tensor {
     h * 0.5
 }
 
-#[checkpoint]
+#[checkpoint(strict = true)]
 fn block(x: &Tensor) -> Tensor {
     remat! {
         let attn = save attention: attention(x);
@@ -21,9 +23,12 @@ fn block(x: &Tensor) -> Tensor {
     assert_eq!(attn.numel(), (rows * cols) as usize);
     assert!(attn.requires_grad() && attn.is_contiguous());
     assert_eq!(attn.stride(), vec![cols, 1]);
-    #[remat(unchecked)]
-    let replayed_a_placeholder = !remat::is_recomputing() || remat::is_placeholder(&attn);
-    assert!(replayed_a_placeholder, "replay serves a placeholder");
+    assert!(format!("{attn:?}").starts_with("Saved { size: [2, 3], kind: Float"));
+    // Views of it are `Saved<Tensor>`s with the view's metadata.
+    assert_eq!(attn.transpose(0, 1).size(), [cols, rows]);
+    assert_eq!(attn.view(&[-1]).size(), [rows * cols]);
+    assert_eq!(attn.chunk(cols, 1).len() as i64, cols);
+    assert_eq!(attn.select(0, 1).unsqueeze(0).size(), [1, cols]);
     x * (rows * cols) as f64
 }
 

@@ -18,7 +18,7 @@ fn mix(a: &Tensor, b: Option<&Tensor>) -> Tensor {
     }
 }
 
-#[checkpoint]
+#[checkpoint(strict = true)]
 fn block(x: &Tensor) -> Tensor {
     remat! {
         let attn = save attention: attention(x);
@@ -48,5 +48,8 @@ fn main() {
     let g = x.grad().copy();
     let _ = x.grad().zero_();
     plain(&x).sum(Kind::Float).backward();
-    assert!(g.equal(&x.grad()), "the gradients must be bitwise those of the plain version");
+    assert!(
+        g.equal(&x.grad()),
+        "the gradients must be bitwise those of the plain version"
+    );
 }

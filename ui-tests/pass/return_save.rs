@@ -7,7 +7,7 @@ fn attention(h: &Tensor) -> Tensor {
     h.tanh()
 }
 
-#[checkpoint]
+#[checkpoint(strict = true)]
 fn alone(x: &Tensor) -> Tensor {
     remat! {
         let attn = save attention: attention(x);
@@ -15,7 +15,7 @@ fn alone(x: &Tensor) -> Tensor {
     attn
 }
 
-#[checkpoint]
+#[checkpoint(strict = true)]
 fn pair(x: &Tensor, early: bool) -> (Tensor, Tensor) {
     remat! {
         let a = save a: attention(x);

@@ -10,7 +10,7 @@ fn mlp(h: &Tensor) -> Tensor {
     h.sin()
 }
 
-#[checkpoint]
+#[checkpoint(strict = true)]
 fn block(x: &Tensor, index: usize) -> Tensor {
     remat! {
         scope "attention block" {
@@ -36,5 +36,8 @@ fn main() {
     let _ = x.grad().zero_();
     let a = attention(&x);
     (mlp(&(&x + &a)) + a).sum(Kind::Float).backward();
-    assert!(g.equal(&x.grad()), "the gradients must be bitwise those of the plain version");
+    assert!(
+        g.equal(&x.grad()),
+        "the gradients must be bitwise those of the plain version"
+    );
 }

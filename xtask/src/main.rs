@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | env | test | package | demo | bench | soak | leaks | gpu-kit`.
+//! Project tasks: `cargo xtask setup | env | test | package | demo | bench | soak | leaks | guarantee | gpu-kit`.
 //!
 //! `setup` installs libtorch (the PyPI wheel `torch==2.13.0`) into a per-user
 //! cache shared by every clone and links it as `.libtorch` in the repository,
@@ -22,6 +22,7 @@ use std::process::{Command, ExitCode};
 
 mod gloo;
 mod gpu_kit;
+mod guarantee;
 mod libtorch_range;
 mod package;
 mod timing;
@@ -80,6 +81,7 @@ fn main() -> ExitCode {
         "soak" => setup().and_then(|_| soak()),
         "bench" => setup().and_then(|torch| bench(&torch, &args[1..])),
         "gpu-kit" => gpu_kit::gpu_kit(&args[1..]),
+        "guarantee" => guarantee::guarantee(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask <task>\n\n\
@@ -99,6 +101,10 @@ fn main() -> ExitCode {
                  (--quick: a short smoke run; --threads N: intra-op threads, default 1)\n  \
                  leaks  setup, then the leak check alone (part of `test`)\n  \
                  soak   setup, then the long reliability runs (docs/reliability.md)\n  \
+                 guarantee  random programs against the compile-time guarantee: every one \
+                 runs clean under strict recomputation, every one with a mark taken away \
+                 fails to compile (--seed S --count N: another round; --out DIR: only \
+                 write the files)\n  \
                  gpu-kit  build target/gpu-kit, which checks remat on a GPU machine \
                  (docs/gpu.md); --smoke: run it here on the CPU; --libtorch VERSION|DIR: \
                  the libtorch to build against"

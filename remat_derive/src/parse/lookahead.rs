@@ -18,8 +18,6 @@ pub(crate) enum Kind {
     Region,
     /// `let PAT = POLICY REGION;`
     LetRegion,
-    /// `let PAT = save;`
-    MissingCall,
     Needs,
     Scope,
     /// Ordinary Rust.
@@ -33,17 +31,8 @@ pub(crate) fn classify(input: ParseStream) -> Kind {
     }
     if input.peek(Token![let]) {
         let fork = input.fork();
-        if parse_let_head(&fork).is_ok() {
-            if policy_at(fork.cursor()).is_some() {
-                return Kind::LetRegion;
-            }
-            if let Some((ident, rest)) = fork.cursor().ident() {
-                if (ident == "save" || ident == "recompute" || ident == "auto")
-                    && punct_is(rest, ';')
-                {
-                    return Kind::MissingCall;
-                }
-            }
+        if parse_let_head(&fork).is_ok() && policy_at(fork.cursor()).is_some() {
+            return Kind::LetRegion;
         }
         return Kind::Bare;
     }

@@ -13,24 +13,20 @@
 mod lookahead;
 mod region;
 
-use std::cell::Cell;
-
 use proc_macro2::TokenStream;
 use syn::ext::IdentExt;
 use syn::parse::discouraged::Speculative;
 use syn::parse::ParseStream;
 use syn::{token, Attribute, Expr, Ident, Token};
 
-use crate::ast::{Invocation, MissingCall, NeedsStmt, Region, RegionStmt, ScopeStmt, Stmt};
+use crate::ast::{Invocation, NeedsStmt, Region, RegionStmt, ScopeStmt, Stmt};
 use crate::errors::{parse_to_end, push_error};
+use crate::gone_attr;
 use crate::parse::lookahead::{classify, parse_let_head, Kind};
-pub(crate) use crate::parse::region::missing_call;
 use crate::parse::region::{parse_name, parse_region, REGION_FORM};
-use crate::unchecked_attr;
 
 /// Parses the input of one `remat!` invocation. Malformed statements are
-/// skipped and reported, so that the rest still parses, is checked and
-/// expands: the returned error (if any) lists every malformed statement.
+/// skipped and reported, so that the rest still parses and expands: the returned error (if any) lists every malformed statement.
 pub(crate) fn parse_invocation(tokens: TokenStream) -> (Invocation, Option<syn::Error>) {
     let expr_form = |input: ParseStream| {
         let region = parse_region(input)?;
@@ -102,8 +98,7 @@ fn parse_stmt(
         let attrs = input.call(Attribute::parse_inner)?;
         return Err(syn::Error::new_spanned(
             &attrs[0],
-            "inner attributes are not supported in `remat!`; to silence the check \
-             for one statement, put `#[remat(unchecked)]` on that statement",
+            "inner attributes are not supported in `remat!`",
         ));
     }
     // Classify on a fork, past the outer attributes.
@@ -132,40 +127,15 @@ fn parse_stmt(
                 _ => Err(error),
             }
         }
-        Kind::MissingCall => {
-            let Ok(syn::Stmt::Local(local)) = input.parse::<syn::Stmt>() else {
-                return Err(input.error(format!("expected a region: {REGION_FORM}")));
-            };
-            let keyword = match local.init.as_ref().map(|init| &*init.expr) {
-                Some(Expr::Path(path)) => path.path.get_ident().cloned(),
-                _ => None,
-            };
-            let Some(keyword) = keyword else {
-                return Err(syn::Error::new_spanned(
-                    &local,
-                    format!("expected a region: {REGION_FORM}"),
-                ));
-            };
-            Ok(Stmt::MissingCall(Box::new(MissingCall {
-                local,
-                keyword,
-                refused: Cell::new(false),
-            })))
-        }
         Kind::Region | Kind::LetRegion => {
-            let (attrs, unchecked) = unchecked_attr::split(input.call(Attribute::parse_outer)?)?;
+            let attrs = gone_attr::refuse(input.call(Attribute::parse_outer)?)?;
             let pat = match kind {
                 Kind::LetRegion => Some(parse_let_head(input)?),
                 _ => None,
             };
             let region = parse_region(input)?;
             expect_semi(input, &region)?;
-            Ok(Stmt::Region(Box::new(RegionStmt {
-                attrs,
-                unchecked: unchecked.is_some(),
-                pat,
-                region,
-            })))
+            Ok(Stmt::Region(Box::new(RegionStmt { attrs, pat, region })))
         }
         Kind::Needs => {
             let attrs = input.call(Attribute::parse_outer)?;
@@ -178,11 +148,11 @@ fn parse_stmt(
             parse_needs(input).map(Stmt::Needs)
         }
         Kind::Scope => {
-            let (attrs, unchecked) = unchecked_attr::split(input.call(Attribute::parse_outer)?)?;
+            let attrs = gone_attr::refuse(input.call(Attribute::parse_outer)?)?;
             if let Some(attr) = attrs.first() {
                 return Err(syn::Error::new_spanned(
                     attr,
-                    "a `scope` takes no attributes other than `#[remat(unchecked)]`",
+                    "a `scope` takes no attributes",
                 ));
             }
             let scope = input.call(Ident::parse_any)?;
@@ -194,12 +164,7 @@ fn parse_stmt(
             let content;
             syn::braced!(content in input);
             let stmts = parse_stmts(&content, false, errors);
-            Ok(Stmt::Scope(ScopeStmt {
-                unchecked: unchecked.is_some(),
-                scope,
-                name,
-                stmts,
-            }))
+            Ok(Stmt::Scope(ScopeStmt { scope, name, stmts }))
         }
     }
 }
@@ -215,16 +180,43 @@ fn expect_semi(input: ParseStream, region: &Region) -> syn::Result<()> {
     )))
 }
 
-/// `needs EXPR (, EXPR)* ;`
+/// `needs NAME (, NAME)* ;`
+///
+/// docs/dsl.md, rule T2: the statement rebinds each name to its marked
+/// value, so it takes local names; anything else is marked where it is read,
+/// with the expression form.
 fn parse_needs(input: ParseStream) -> syn::Result<NeedsStmt> {
     const FORM: &str = "`needs x;` or `needs x, y;`";
     let needs = input.call(Ident::parse_any)?;
-    let mut exprs = Vec::new();
+    let mut names = Vec::new();
     loop {
         let expr: Expr = input
             .parse()
             .map_err(|error| syn::Error::new(error.span(), format!("{error}; expected {FORM}")))?;
-        exprs.push(expr);
+        match &expr {
+            Expr::Path(path) if path.qself.is_none() && path.path.get_ident().is_some() => {
+                names.push(path.path.get_ident().cloned().expect("checked above"));
+            }
+            Expr::Reference(r) if matches!(&*r.expr, Expr::Path(p) if p.path.get_ident().is_some()) =>
+            {
+                let name = crate::ast::compact(&quote::ToTokens::to_token_stream(&r.expr));
+                return Err(syn::Error::new_spanned(
+                    &expr,
+                    format!("`needs` takes the name itself: `needs {name};`"),
+                ));
+            }
+            _ => {
+                let text = crate::ast::compact(&quote::ToTokens::to_token_stream(&expr));
+                return Err(syn::Error::new_spanned(
+                    &expr,
+                    format!(
+                        "`needs` rebinds a local name to its marked value, and `{text}` is \
+                         not one; mark it where it is read with `::remat::needs(&{text})`, \
+                         or bind it to a local first"
+                    ),
+                ));
+            }
+        }
         if input.peek(Token![,]) {
             input.parse::<Token![,]>()?;
             if input.peek(Token![;]) {
@@ -238,10 +230,5 @@ fn parse_needs(input: ParseStream) -> syn::Result<NeedsStmt> {
         return Err(input.error(format!("expected `,` or `;` here: {FORM}")));
     }
     input.parse::<Token![;]>()?;
-    let dropped = exprs.iter().map(|_| Cell::new(false)).collect();
-    Ok(NeedsStmt {
-        needs,
-        exprs,
-        dropped,
-    })
+    Ok(NeedsStmt { needs, names })
 }

@@ -34,17 +34,18 @@ fn block_with_every_statement() {
         save "layers.0.proj": ops::project(&m);
         recompute [format!("head.{}", i)]: heads(&x, i);
         #[allow(unused_variables)]
-        #[remat(unchecked)]
-        let (q, k): (Tensor, Tensor) = save qk: self.qk.forward(&x);
+        let (q, k): (Saved<Tensor>, Saved<Tensor>) = save qk: self.qk.forward(&x);
+        let v = auto value: self.v.forward(&x);
+        let p = region [self.policy(i)] proj: self.proj.forward(&q, &k);
         scope decoder {
             let y = recompute norm: self.norm.forward(&m);
             scope "inner" {
                 save out: self.out.forward(&y);
             }
         }
-        needs q, &k;
-        #[remat(unchecked)]
-        println!("{:?}", q);
+        needs q, k;
+        println!("{:?} {:?}", q, k);
+        v
     }));
 }
 
@@ -138,13 +139,66 @@ fn checkpoint_free_function_and_owned_receiver() {
 }
 
 #[test]
-fn check_errors_are_emitted_in_the_function() {
+fn errors_are_emitted_in_the_function() {
     insta::assert_snapshot!(checkpoint(
         quote!(),
         quote! {
             fn f(x: &Tensor) -> Tensor {
                 remat! { let a = save s: g(x); }
-                a.exp()
+                #[remat(unchecked)]
+                let b = a.exp();
+                b
+            }
+        },
+    ));
+}
+
+#[test]
+fn checkpoint_return_positions() {
+    // Names, tuples of them and `remat!(..)` in return position are
+    // wrapped; other expressions, closures' and nested items' returns are
+    // not.
+    insta::assert_snapshot!(checkpoint(
+        quote!(),
+        quote! {
+            fn f(x: &Tensor, n: usize) -> (Tensor, Tensor) {
+                remat! { let a = save s: g(x); let b = recompute t: h(x); }
+                if n == 0 {
+                    return (a, b);
+                }
+                let k = |t: Tensor| -> Tensor { return t; };
+                fn helper(t: Tensor) -> Tensor { return t; }
+                match n {
+                    1 => (a, remat!(save u: g(x))),
+                    2 => { let c = a; (c, (b)) }
+                    _ => if n > 5 { (a, b) } else { unsafe { (a, b) } },
+                }
+            }
+        },
+    ));
+}
+
+#[test]
+fn checkpoint_enabled_runs_the_body_plainly() {
+    // The plain branch unwraps with `returned_plain`; its `self` stays.
+    insta::assert_snapshot!(method(
+        quote!(enabled = self.training),
+        quote! {
+            fn forward(&self, x: &Tensor) -> Tensor {
+                let y = remat!(save a: self.a.forward(x));
+                y
+            }
+        },
+    ));
+}
+
+#[test]
+fn checkpoint_tail_that_is_no_name_keeps_its_type() {
+    insta::assert_snapshot!(checkpoint(
+        quote!(),
+        quote! {
+            fn f(xs: &[Tensor]) -> Vec<Tensor> {
+                xs.iter().map(|x| x.exp()).collect()
             }
         },
     ));

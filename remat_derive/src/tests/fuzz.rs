@@ -10,7 +10,9 @@
 //! - every rejection is spanned: each `compile_error!` in the output starts
 //!   where a token of the input starts and ends where one ends (syn puts
 //!   the error's first and last span on the `compile_error` identifier and
-//!   on its braces); "unexpected end of input" points at the last token.
+//!   on its braces), or lies inside one literal (syn spans each field of
+//!   `x.0.0` with its part of the literal `0.0`); "unexpected end of input"
+//!   points at the last token.
 //!   Only where an input is empty may an error be at `Span::call_site()`,
 //!   the whole invocation. The inputs are parsed
 //!   from text, so that their spans have real positions (proc-macro2's
@@ -28,6 +30,8 @@ use quote::quote;
 const IDENTS: &[&str] = &[
     "save",
     "recompute",
+    "auto",
+    "region",
     "needs",
     "scope",
     "let",
@@ -54,6 +58,8 @@ const IDENTS: &[&str] = &[
     "is_recomputing",
     "view",
     "size",
+    "on_forward",
+    "Saved",
     "Tensor",
     "Option",
     "Vec",
@@ -133,7 +139,8 @@ fn stream(toks: &[Tok]) -> TokenStream {
 }
 
 /// Statement-shaped input: well-formed and malformed pieces of the DSL and
-/// of Rust, nested in blocks, so that the checker is reached too.
+/// of Rust, nested in blocks, so that every statement kind is reached, in
+/// `remat!` blocks and in `#[checkpoint]` bodies (return positions too).
 #[derive(Debug, Clone)]
 enum Piece {
     Line(&'static str),
@@ -147,7 +154,14 @@ const LINES: &[&str] = &[
     "save \"x.y\": f(a, &b, 3);",
     "recompute [format!(\"l{}\", i)]: g(&a);",
     "needs a;",
-    "needs a, &b, m;",
+    "needs a, b, m;",
+    "needs a.0, &b;",
+    "let t = a.on_forward();",
+    "let u = remat::needs(&a);",
+    "let a = save;",
+    "let v = auto value: self.v.forward(&x);",
+    "let p = region [pol] proj: f(&a, &v);",
+    "return (a, remat!(save w: f(&a)));",
     "let v = a.view([-1]).tr();",
     "let c = a + 1;",
     "let s = a.size();",
@@ -292,11 +306,23 @@ fn error_spans(out: &TokenStream, found: &mut Vec<(String, Range<usize>, Range<u
     });
 }
 
+/// Byte ranges of the literals of `tokens`, at any depth.
+fn literal_ranges(tokens: &TokenStream, out: &mut Vec<Range<usize>>) {
+    for token in tokens.clone() {
+        match &token {
+            TokenTree::Literal(literal) => out.push(literal.span().byte_range()),
+            TokenTree::Group(group) => literal_ranges(&group.stream(), out),
+            _ => {}
+        }
+    }
+}
+
 /// Checks that every error of `out` points at tokens of `inputs`.
 fn check_spanned(inputs: &[&TokenStream], out: &TokenStream) -> Result<(), String> {
-    let (mut starts, mut ends) = (Vec::new(), Vec::new());
+    let (mut starts, mut ends, mut literals) = (Vec::new(), Vec::new(), Vec::new());
     for input in inputs {
         token_bounds(input, &mut starts, &mut ends);
+        literal_ranges(input, &mut literals);
     }
     let mut errors = Vec::new();
     error_spans(out, &mut errors);
@@ -309,8 +335,17 @@ fn check_spanned(inputs: &[&TokenStream], out: &TokenStream) -> Result<(), Strin
         if some_empty && first == (0..0) && last == (0..0) {
             continue;
         }
-        let at_tokens =
-            |range: &Range<usize>| starts.contains(&range.start) && ends.contains(&range.end);
+        // A part of a literal: syn splits `0.0` in `x.0.0` into two fields,
+        // each spanned at its digits (rustc, without `subspan`, spans both
+        // at the whole literal).
+        let in_literal = |range: &Range<usize>| {
+            literals
+                .iter()
+                .any(|lit| lit.start <= range.start && range.end <= lit.end)
+        };
+        let at_tokens = |range: &Range<usize>| {
+            starts.contains(&range.start) && ends.contains(&range.end) || in_literal(range)
+        };
         if !at_tokens(&first) || !at_tokens(&last) {
             return Err(format!(
                 "error at {first:?}..{last:?}, not at tokens of the input: {message}"
@@ -386,9 +421,9 @@ const REMAT_SEEDS: &[&str] = &[
     "let attn = save attention: self.attention.forward(&h); needs attn; let x = x + &attn; \
      let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));",
     "let (a, b) = save split: split(&h); needs a; scope decoder { let y = recompute proj: \
-     self.proj.forward(&a); } #[remat(unchecked)] let z = y + b;",
+     self.proj.forward(&a); } let z = y + b.on_forward().unwrap();",
     "save attention: ops::attention(&x, Some(&mask), 3)",
-    "let k = region [policy] [format!(\"k.{}\", i)]: self.k.forward(&h); needs k, k.view([-1]); \
+    "let k = region [policy] [format!(\"k.{}\", i)]: self.k.forward(&h); needs k; \
      let q: Tensor = save \"q proj\": q.forward(&h); for i in 0..n { let y = save \
      [format!(\"l{i}\")]: layer.forward(&h); needs y; h = &h + y; } if !is_recomputing() { \
      println!(\"{q}\"); }",
@@ -742,7 +777,7 @@ fn first_refused(chain: usize, place: u8) -> usize {
 }
 
 /// Every chain, in every place, at the longest length the limit accepts
-/// (which must run through parsing, the check and the expansion on
+/// (which must run through parsing and the expansion on
 /// `STACK`) and one past it (refused, spanned).
 #[test]
 fn chains_at_the_limit_run_without_overflow() {

@@ -1,15 +1,8 @@
 //! Unit tests of the macros, through their token-level entry points.
 
-mod check;
 mod expand;
 mod fuzz;
-mod holes;
-mod holes_phase;
-mod oracle;
-mod oracle_fixes;
-mod oracle_program;
 mod parse;
-mod soundness;
 
 use proc_macro2::{TokenStream, TokenTree};
 
@@ -31,7 +24,7 @@ fn collect_errors(tokens: TokenStream, out: &mut Vec<String>) {
 /// Calls `f` on each `compile_error!` of an expansion (its identifier and
 /// the group holding the message), in order, at any depth. A
 /// `macro_rules!` definition's errors are not this expansion's: they fire
-/// only where it is invoked (the guard of `crate::remat_guard`).
+/// only where it is invoked (a user's macro, copied from the input).
 pub(crate) fn each_error(
     tokens: TokenStream,
     f: &mut dyn FnMut(&proc_macro2::Ident, &proc_macro2::Group),

@@ -24,7 +24,6 @@ fn kinds(tokens: TokenStream) -> Vec<&'static str> {
             Stmt::Needs(_) => "needs",
             Stmt::Scope(_) => "scope",
             Stmt::Bare(_) => "bare",
-            Stmt::MissingCall(_) => "missing-call",
         })
         .collect()
 }
@@ -70,6 +69,8 @@ fn statement_kinds() {
         needs attn;
         needs attn, h;
         recompute mlp: self.mlp.forward(&h);
+        let v = auto value: self.v.forward(&h);
+        region [policy] proj: self.proj.forward(&h);
         scope decoder { recompute proj: self.proj.forward(&h); }
         scope "enc" {}
         scope [format!("s{}", i)] { needs attn; }
@@ -83,6 +84,8 @@ fn statement_kinds() {
             "let-region",
             "needs",
             "needs",
+            "region",
+            "let-region",
             "region",
             "scope",
             "scope",
@@ -110,12 +113,13 @@ fn keywords_used_as_ordinary_names_stay_rust() {
         scope[0] = 1;
         scope.enter();
         let r = recompute;
+        let a = save;
+        let q = auto;
     });
-    // `let r = recompute;` is left to the check, which sees whether a
-    // local `recompute` exists (see `soundness::missing_call_*`).
-    let (last, rest) = kinds.split_last().unwrap();
-    assert_eq!(*last, "missing-call");
-    assert!(rest.iter().all(|k| *k == "bare"), "{kinds:?}");
+    // `let a = save;` is plain Rust, reading a local named `save` (rustc
+    // reports the name if there is none).
+    assert_eq!(kinds.len(), 14, "{kinds:?}");
+    assert!(kinds.iter().all(|k| *k == "bare"), "{kinds:?}");
 }
 
 #[test]
@@ -220,14 +224,12 @@ fn code_in_messages_is_spaced_as_written() {
 fn let_with_type_and_attributes() {
     let stmts = stmts(quote! {
         #[allow(unused)]
-        #[remat(unchecked)]
         let (a, b): (Tensor, Tensor) = save pair: self.split(&h);
     });
     let [Stmt::Region(r)] = &stmts[..] else {
         panic!("expected one region")
     };
-    assert!(r.unchecked);
-    assert_eq!(r.attrs.len(), 1, "`#[remat]` is removed, others kept");
+    assert_eq!(r.attrs.len(), 1, "attributes are kept");
     assert_eq!(
         r.pat.to_token_stream().to_string(),
         "(a , b) : (Tensor , Tensor)"
@@ -300,25 +302,33 @@ fn malformed_statements() {
         (quote!(scope name;), &["expected `{` after the scope name"]),
         (quote!(scope "": {}), &["a scope name must not be empty"]),
         (
-            quote!(#![remat(unchecked)] let y = 1;),
+            quote!(#![allow(unused)] let y = 1;),
             &["inner attributes are not supported in `remat!`"],
         ),
+        (quote!(#![remat(unchecked)] let y = 1;), &[GONE]),
         (
-            quote!(#[remat(checked)] save a: f(x);),
-            &["unknown `remat` option"],
-        ),
-        (
-            quote!(#[remat] save a: f(x);),
-            &["expected `#[remat(unchecked)]`"],
-        ),
-        (
-            quote!(#[remat(unchecked)] needs a;),
+            quote!(#[allow(unused)] needs a;),
             &["attributes have no effect on `needs`"],
         ),
         (
             quote!(#[inline] scope s {}),
-            &["a `scope` takes no attributes other than `#[remat(unchecked)]`"],
+            &["a `scope` takes no attributes"],
         ),
+        (
+            quote!(needs a.0;),
+            &[
+                "`needs` rebinds a local name to its marked value, and `a.0` is not one",
+                "`::remat::needs(&a.0)`",
+            ],
+        ),
+        (
+            quote!(needs &a;),
+            &["`needs` takes the name itself: `needs a;`"],
+        ),
+        (quote!(needs a, self.b;), &["and `self.b` is not one"]),
+        (quote!(needs a, v[0], b;), &["and `v[0]` is not one"]),
+        (quote!(needs f(a);), &["and `f(a)` is not one"]),
+        (quote!(needs crate::a;), &["and `crate::a` is not one"]),
     ];
     for (tokens, parts) in cases {
         let text = tokens.to_string();
@@ -348,7 +358,7 @@ fn malformed_statements_are_skipped_and_the_rest_expands() {
     assert_eq!(errors.len(), 2, "{errors:#?}");
     let text = out.to_string();
     assert!(text.contains("\"one\""), "{text}");
-    assert!(text.contains("recompute_needs_tensor"), "{text}");
+    assert!(text.contains("let a = :: remat :: needs (a) ;"), "{text}");
     assert!(text.contains("let b"), "{text}");
 }
 
@@ -474,7 +484,7 @@ fn checkpoint_targets() {
                     x + 1
                 }
             ),
-            "goes on a statement of the body",
+            GONE,
         ),
         (
             quote!(
@@ -483,11 +493,90 @@ fn checkpoint_targets() {
                     x + 1
                 }
             ),
-            "goes on a statement of the body",
+            GONE,
         ),
     ];
     for (item, part) in cases {
         let errors = checkpoint_errors(quote!(), item.clone());
         assert_one_error(&errors, &[part]);
     }
+}
+
+/// The start of the error for `#[remat(..)]`, which rustc's types replaced.
+const GONE: &str = "`#[remat(..)]` no longer exists: rustc's types decide what bare code may read";
+
+#[test]
+fn remat_attribute_is_refused_on_statements() {
+    for tokens in [
+        quote!(#[remat(unchecked)] let a = save s: f(&x);),
+        quote!(#[allow(unused)] #[remat(unchecked)] let a = save s: f(&x);),
+        quote!(#[remat(checked)] save a: f(x);),
+        quote!(#[remat] recompute a: f(x);),
+        quote!(#[remat(unchecked)] scope s { save a: f(x); }),
+        quote!(scope s { #[remat(unchecked)] save a: f(x); }),
+    ] {
+        let text = tokens.to_string();
+        let errors = remat_errors(tokens);
+        assert_eq!(errors.len(), 1, "{text}: {errors:#?}");
+        assert!(errors[0].starts_with(GONE), "{text}: {:?}", errors[0]);
+        assert!(
+            errors[0].contains("mark the save output with `needs`")
+                && errors[0].contains("`.on_forward()`"),
+            "{text}: {:?}",
+            errors[0]
+        );
+    }
+}
+
+#[test]
+fn remat_attribute_is_refused_in_checkpoint_bodies() {
+    use super::checkpoint_errors;
+    // Anywhere in the body, `remat!` blocks and nested blocks included:
+    // one error per attribute, and the attribute is taken out.
+    let item = quote!(
+        fn f(x: &Tensor) -> Tensor {
+            #[remat(unchecked)]
+            let y = x.exp();
+            remat! {
+                #[remat(unchecked)]
+                let z = save a: g(&y);
+            }
+            if c {
+                #[remat(unchecked)]
+                println!("{}", y);
+            }
+            y
+        }
+    );
+    let errors = checkpoint_errors(quote!(), item.clone());
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert!(errors.iter().all(|e| e.starts_with(GONE)), "{errors:#?}");
+    let out = crate::checkpoint::checkpoint(quote!(), item).to_string();
+    assert!(!out.contains("# [remat"), "{out}");
+    assert!(out.contains("let y = x . exp () ;"), "{out}");
+    assert!(out.contains("let z = save a : g (& y) ;"), "{out}");
+}
+
+#[test]
+fn needs_takes_local_names() {
+    let stmts = stmts(quote! {
+        needs a;
+        needs a, b, r#type,;
+    });
+    let names: Vec<Vec<String>> = stmts
+        .iter()
+        .map(|stmt| match stmt {
+            Stmt::Needs(needs) => needs.names.iter().map(|n| n.to_string()).collect(),
+            _ => panic!("expected `needs`"),
+        })
+        .collect();
+    assert_eq!(names, [vec!["a"], vec!["a", "b", "r#type"]]);
+
+    // A name per statement is rebound to its marked value, so that bare
+    // code below reads the plain value.
+    let out = crate::expand::remat(quote!(needs a, b;)).to_string();
+    assert_eq!(
+        out,
+        "let a = :: remat :: needs (a) ; let b = :: remat :: needs (b) ;"
+    );
 }

@@ -20,6 +20,7 @@ mod meta;
 mod node;
 mod placeholder;
 mod rng;
+mod saved_repr;
 mod storage;
 mod untracked;
 
@@ -50,6 +51,8 @@ pub(crate) use node::{
 };
 pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
 pub use rng::{rng_state, set_rng_state};
+pub use saved_repr::Saved;
+pub(crate) use saved_repr::{peel_ref_slice, peel_slice};
 pub(crate) use storage::{detached_alias, storage_offset, VersionCounter};
 pub use storage::{
     storage_key, storage_nbytes, tensor_version, StorageKey, WeakStorage, WeakTensor,

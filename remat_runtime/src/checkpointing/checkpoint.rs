@@ -14,6 +14,7 @@
 //! default from the environment), C18 (whether replay may stop early).
 
 use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, AutocastState, WeakStorage};
+use crate::checkpointing::ask::{returned_inside, returned_plain};
 use crate::checkpointing::auto;
 use crate::checkpointing::capacity;
 use crate::checkpointing::checkpoint_state::{Body, CheckpointState, KeptInput, StateOptions};
@@ -29,6 +30,7 @@ use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::hooks::state_hooks::{snapshot_all, RecomputeStateHook};
 use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::io::{CheckpointInputs, RegionOutput};
+use crate::saved::returned::CheckpointOutput;
 use crate::sync::lock;
 use std::sync::Arc;
 use tch::Tensor;
@@ -305,10 +307,10 @@ impl Checkpoint {
     /// let expected = x.cos() * x.sin().exp(); // d/dx exp(sin x)
     /// assert!(x.grad().allclose(&expected, 1e-6, 1e-6, false));
     /// ```
-    pub fn call<I, O, F>(self, inputs: I, body: F) -> O
+    pub fn call<I, O, F>(self, inputs: I, body: F) -> O::Output
     where
         I: CheckpointInputs,
-        O: RegionOutput,
+        O: CheckpointOutput,
         F: Fn(I::Owned) -> O,
         F: RecomputableClosure<I::Owned, O>,
     {
@@ -326,10 +328,10 @@ impl Checkpoint {
     /// let r = remat_runtime::checkpoint("c").try_call(&x, |x: tch::Tensor| -> tch::Tensor { panic!("bad") });
     /// assert!(r.unwrap_err().to_string().contains("bad"));
     /// ```
-    pub fn try_call<I, O, F>(self, inputs: I, body: F) -> Result<O>
+    pub fn try_call<I, O, F>(self, inputs: I, body: F) -> Result<O::Output>
     where
         I: CheckpointInputs,
-        O: RegionOutput,
+        O: CheckpointOutput,
         F: Fn(I::Owned) -> O,
         F: RecomputableClosure<I::Owned, O>,
     {
@@ -350,10 +352,10 @@ impl Checkpoint {
         }
     }
 
-    fn run<I, O, F>(self, inputs: I, body: F) -> Result<O>
+    fn run<I, O, F>(self, inputs: I, body: F) -> Result<O::Output>
     where
         I: CheckpointInputs,
-        O: RegionOutput,
+        O: CheckpointOutput,
         F: Fn(I::Owned) -> O,
         F: RecomputableClosure<I::Owned, O>,
     {
@@ -384,7 +386,11 @@ impl Checkpoint {
         // mode off: one plain run, no state.
         if !enabled || !grad_enabled() {
             timing::note_inputs(&flat);
-            return Ok(body(owned(flat)));
+            // docs/dsl.md, rule T4: the body runs in its caller, whose
+            // checkpoints are asked for a save output it returns (also where
+            // the body unwraps its own return value, as `#[checkpoint]` does).
+            let _plain = frame::enter_plain_body();
+            return Ok(returned_plain(body(owned(flat))));
         }
         let profile =
             timing::start_call(self.name.as_deref(), self.enabled == Enabled::Auto, &flat);
@@ -406,7 +412,9 @@ impl Checkpoint {
         // docs/semantics.md, rule C9: every output that requires grad goes through a
         // boundary, on the forward and in every recomputation.
         let erased: Body = Box::new(move |flat| {
-            let out = body(owned(flat)).into_parts();
+            // docs/semantics.md, rules K5 and K8: the checkpoint's own save
+            // outputs leave unasked; the checkpoints around it are asked.
+            let out = returned_inside(body(owned(flat))).into_parts();
             // Also on replay, where their zero-element markers are no
             // holders (rule C17: a stopped replay never gets here).
             out.into_iter()
@@ -486,6 +494,6 @@ impl Checkpoint {
                  it returned None for an output",
             ));
         }
-        O::from_parts(parts)
+        O::Output::from_parts(parts)
     }
 }

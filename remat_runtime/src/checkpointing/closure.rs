@@ -40,6 +40,7 @@
     note = "or capture a whole module: `let m = self.mlp.capture();` (`remat::nn` modules and `#[derive(Capture)]` structs), \
             or write the function with `#[checkpoint]`, which captures `self` for you",
     note = "for a value without `Capture`, `remat::Shared::new(value)`; not an `Arc`: tch's `Tensor` is not `Sync`, so `Arc<Tensor>` is not `Send`",
+    note = "a save output (`Saved<..>`) is not `Send`: it belongs to its checkpoint run; mark it with `remat::needs`, then move the tensor in or pass it as an input of the checkpoint",
     note = "the closure must also be `Fn({I}) -> {O}`: it takes its inputs by value"
 )]
 pub trait RecomputableClosure<I, O>: Fn(I) -> O + Send + 'static {}

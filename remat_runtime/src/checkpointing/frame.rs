@@ -63,6 +63,35 @@ pub(crate) struct Frame {
 
 thread_local! {
     static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    /// For each checkpoint body running as plain code (switched off, or grad
+    /// mode off), how many frames were on the stack when it started.
+    static PLAIN_BODIES: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Ends a plain body's entry in [`PLAIN_BODIES`] when dropped, also when
+/// unwinding.
+pub(crate) struct PlainBodyGuard;
+
+/// Notes that a checkpoint's body runs as plain code in its caller until the
+/// guard is dropped: no frame of its own is pushed for it.
+pub(crate) fn enter_plain_body() -> PlainBodyGuard {
+    let depth = FRAMES.with(|f| f.borrow().len());
+    PLAIN_BODIES.with(|p| p.borrow_mut().push(depth));
+    PlainBodyGuard
+}
+
+impl Drop for PlainBodyGuard {
+    fn drop(&mut self) {
+        PLAIN_BODIES.with(|p| p.borrow_mut().pop());
+    }
+}
+
+/// Whether the innermost checkpoint body running on this thread is a plain
+/// one (no frame pushed since it started), so that the innermost frame is
+/// its caller's checkpoint, not its own.
+pub(crate) fn in_plain_body() -> bool {
+    let depth = FRAMES.with(|f| f.borrow().len());
+    PLAIN_BODIES.with(|p| p.borrow().last() == Some(&depth))
 }
 
 /// Pops the frame it pushed when dropped, also when unwinding.
@@ -190,6 +219,34 @@ pub(crate) fn save_pack_of(state: &Arc<CheckpointState>) -> Option<Arc<dyn HookP
         Some(f) if Arc::ptr_eq(&f.state, state) => f.save_pack.clone(),
         _ => None,
     })
+}
+
+/// The checkpoints whose forward is running on this thread, innermost
+/// first, without the innermost frame when `skip_innermost` (a value the
+/// innermost checkpoint returns leaves it: docs/semantics.md, rule K5).
+/// Inline for the usual one; allocates only when forwards nest.
+pub(crate) fn forward_states(
+    skip_innermost: bool,
+) -> (Option<Arc<CheckpointState>>, Vec<Arc<CheckpointState>>) {
+    FRAMES.with(|frames| {
+        let frames = frames.borrow();
+        let skip = usize::from(skip_innermost);
+        let mut found = frames
+            .iter()
+            .rev()
+            .skip(skip)
+            .filter(|f| f.phase == Phase::Forward)
+            .map(|f| f.state.clone());
+        let first = found.next();
+        (first, found.collect())
+    })
+}
+
+/// Whether any checkpoint on this thread is replaying, the innermost or one
+/// around it (a nested checkpoint's forward runs again inside its outer
+/// checkpoint's replay).
+pub(crate) fn any_recomputing() -> bool {
+    FRAMES.with(|frames| frames.borrow().iter().any(|f| f.phase == Phase::Recompute))
 }
 
 /// Whether the current thread is replaying a checkpoint (inside backward).

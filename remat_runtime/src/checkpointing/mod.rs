@@ -11,6 +11,7 @@
 //! regions) and `region`, and `checkpoint` (the public builder and the
 //! forward).
 
+pub(crate) mod ask;
 pub(crate) mod auto;
 pub(crate) mod capacity;
 pub(crate) mod checkpoint;
@@ -20,6 +21,7 @@ pub(crate) mod determinism;
 pub(crate) mod early_stop;
 pub(crate) mod frame;
 pub(crate) mod holder;
+pub(crate) mod needs;
 pub(crate) mod nodes;
 pub(crate) mod policy;
 pub(crate) mod recompute;

@@ -8,6 +8,7 @@
 //! dispatch by phase and policy; `save_region` holds what `Save` does (S, P).
 //! `recompute_needs_tensor` is rule K4.
 
+use crate::checkpointing::ask::{ask, asked};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::policy::Policy;
@@ -17,6 +18,7 @@ use crate::diagnostics::timing::{since_start, DeviceTimer, RegionCall};
 use crate::diagnostics::trace;
 use crate::error::{Error, Result};
 use crate::io::{RegionInput, RegionOutput};
+use crate::saved::arg::{RegionArg, Token};
 use crate::sync::lock;
 use std::borrow::Cow;
 use std::panic::Location;
@@ -79,7 +81,11 @@ impl Region {
     /// the panic becomes the `Err` of the backward that replays).
     ///
     /// `inputs` is one [`RegionInput`](crate::RegionInput) or a tuple of
-    /// them; `body` receives them as given.
+    /// them; `body` receives them as given. A save output
+    /// ([`Saved`](crate::Saved)) may be an input too, alone or in a tuple of
+    /// [`Arg`](crate::Arg)s: `body` receives it readable, since the region
+    /// asks for it (docs/semantics.md, rule K2) or is skipped on
+    /// recomputation (rule K3); see [`RegionArg`](crate::RegionArg).
     ///
     /// ```
     /// use remat_runtime::{checkpoint, region, Policy};
@@ -95,7 +101,11 @@ impl Region {
     /// // d/dx (x w / 2)^2 = x w^2 / 2
     /// assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), [4.5, 16.0]);
     /// ```
-    pub fn call<I: RegionInput, O: RegionOutput>(self, inputs: I, body: impl FnOnce(I) -> O) -> O {
+    pub fn call<I: RegionArg, O: RegionOutput>(
+        self,
+        inputs: I,
+        body: impl FnOnce(I::Opened) -> O,
+    ) -> O {
         match self.try_call(inputs, body) {
             Ok(out) => out,
             Err(e) => panic!("{e}"),
@@ -109,11 +119,14 @@ impl Region {
     /// let err = region("", Policy::Save).try_call((), |()| tch::Tensor::ones([1], tch::kind::FLOAT_CPU));
     /// assert!(err.is_err());
     /// ```
-    pub fn try_call<I: RegionInput, O: RegionOutput>(
+    pub fn try_call<I: RegionArg, O: RegionOutput>(
         self,
         inputs: I,
-        body: impl FnOnce(I) -> O,
+        body: impl FnOnce(I::Opened) -> O,
     ) -> Result<O> {
+        // docs/dsl.md, rule T3: a save output among the inputs reaches the
+        // body readable; the region asks for it (K2) or is skipped (K3).
+        let inputs = inputs.open(Token::new());
         // docs/semantics.md, rule R2: a name is never empty, inside a checkpoint
         // or not (checked before anything else).
         if self.name.is_empty() {
@@ -203,6 +216,49 @@ impl Region {
         self.run(state, phase, policy, inputs, body)
     }
 
+    /// Like [`Region::call`], with the output as bare code should hold the
+    /// output of a region that may be skipped on recomputation: each tensor
+    /// wrapped in [`Saved`](crate::Saved), readable after
+    /// [`needs`](crate::needs) (docs/dsl.md, rule T1). What `remat!` does
+    /// for `save`, `auto` and `region [..]` regions.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, needs, region, Policy, Saved};
+    /// use tch::{kind::FLOAT_CPU, Kind, Tensor};
+    ///
+    /// let x = Tensor::ones([2], FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("block").call(&x, |x| {
+    ///     let (a, b): (Saved<Tensor>, Saved<Tensor>) =
+    ///         region("pair", Policy::Save).call_saved(&x, |x| (x * 2, x * 3));
+    ///     let b = needs(b);
+    ///     region("mul", Policy::Recompute).call(&a, |a| a * 1) + b
+    /// });
+    /// y.sum(Kind::Float).backward();
+    /// ```
+    #[track_caller]
+    pub fn call_saved<I: RegionArg, O: RegionOutput>(
+        self,
+        inputs: I,
+        body: impl FnOnce(I::Opened) -> O,
+    ) -> O::Saved {
+        self.call(inputs, body).into_saved()
+    }
+
+    /// Like [`Region::call_saved`], returning errors as `Err`.
+    ///
+    /// ```
+    /// use remat_runtime::{region, Policy};
+    /// let err = region("", Policy::Save).try_call_saved((), |()| tch::Tensor::ones([1], tch::kind::FLOAT_CPU));
+    /// assert!(err.is_err());
+    /// ```
+    pub fn try_call_saved<I: RegionArg, O: RegionOutput>(
+        self,
+        inputs: I,
+        body: impl FnOnce(I::Opened) -> O,
+    ) -> Result<O::Saved> {
+        self.try_call(inputs, body).map(RegionOutput::into_saved)
+    }
+
     fn run<I: RegionInput, O: RegionOutput>(
         &self,
         state: Arc<CheckpointState>,
@@ -217,6 +273,9 @@ impl Region {
                 // docs/semantics.md, rule K2: a Recompute region asks for the Save outputs
                 // (and views of them) it receives.
                 persist(&state.persist, &inputs)?;
+                // An input from an outer checkpoint's `Save` region is read
+                // in that checkpoint's replay too: ask it as well.
+                ask(&inputs, true)?;
                 let parts = crate::parts::into_parts(body(inputs));
                 // docs/semantics.md, rule R6: no fresh leaves as outputs.
                 save_forward::reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
@@ -277,13 +336,5 @@ impl Region {
 /// ```
 pub fn recompute_needs_tensor<T: RegionInput + ?Sized>(t: &T) {
     // docs/semantics.md, rule K4: only in a checkpoint's forward; elsewhere a no-op.
-    let state = frame::with_top(|f| match f {
-        Some(f) if f.phase == Phase::Forward => Some(f.state.clone()),
-        _ => None,
-    });
-    if let Some(state) = state {
-        if let Err(e) = persist(&state.persist, &t) {
-            panic!("{e}");
-        }
-    }
+    asked(t, false);
 }

@@ -188,9 +188,10 @@ fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize, stric
     format!(
         "`{source}` is a placeholder: region `{region}` is a `save` region, so replay skips \
          it and serves only the outputs that some replayed code asked to keep; code that \
-         replays read this one's data without asking. Fix: call \
-         `recompute_needs_tensor(&t)` on it right before the bare code that reads it (`needs \
-         t;` in `remat!`), or pass it to a `recompute` region, which asks automatically.{strict}",
+         replays read this one's data without asking. Fix: mark it with `remat::needs(..)` \
+         right before the bare code that reads it (`needs t;` in `remat!`; \
+         `recompute_needs_tensor(&t)` with the untyped `Region::call`), or pass it to a \
+         `recompute` region, which asks automatically.{strict}",
         region = record.display(),
         strict = if strict {
             " (Strict replay is on: outputs are served only when asked for, even those \

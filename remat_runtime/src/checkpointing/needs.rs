@@ -1,0 +1,205 @@
+//! How bare code reads a save output: `needs`, which asks the runtime to
+//! keep it (docs/dsl.md, rule T2; docs/semantics.md, rule K4), or
+//! `Saved::on_forward`, on the forward only (docs/dsl.md, rule T6).
+//!
+//! Invariant: every conversion out of [`Saved`] in this file either asks
+//! the runtime to keep the value first, so that recomputation serves it, or
+//! gives nothing while any checkpoint recomputes.
+
+use crate::bridge::{is_placeholder, peel_slice, Saved};
+use crate::checkpointing::ask::asked;
+use crate::checkpointing::frame;
+use crate::io::RegionInput;
+use tch::Tensor;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What [`needs`] takes: a save output (`Saved<T>`), a reference to one, or
+/// an `Option`, `Vec`, slice, array or tuple of them; marking a collection
+/// marks every tensor in it. Implemented by remat only.
+///
+/// ```
+/// use remat_runtime::{needs, Saved};
+/// use tch::{kind::FLOAT_CPU, Tensor};
+/// let parts: Vec<Saved<Tensor>> = vec![Saved::new(Tensor::ones([2], FLOAT_CPU))];
+/// let parts: &[Tensor] = needs(&parts); // every element marked
+/// assert_eq!(parts.len(), 1);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`needs` takes a save output (`Saved<..>`), and `{Self}` is not one",
+    label = "already readable: not the output of a region that may be skipped on replay",
+    note = "`needs` marks what a `save`, `auto` or `region [..]` region hands to bare code; a checkpoint input, a `recompute` region's output or a value bare code computed needs no mark: remove the `needs`",
+    note = "it takes `Saved<T>`, `&Saved<T>`, `&mut Saved<T>`, or an `Option`, `Vec`, slice, array or tuple of them"
+)]
+pub trait Needs: sealed::Sealed {
+    /// The readable value.
+    type Marked;
+    /// Asks for the value, then hands it over readable; [`needs`] calls it.
+    fn mark(self) -> Self::Marked;
+}
+
+/// Marks a save output: asks the running checkpoint (and any checkpoint
+/// around it whose forward is running) to keep it for recomputation, and
+/// gives back the readable value. `needs x;` in `remat!` is
+/// `let x = needs(x);`.
+///
+/// On the forward it asks; during recomputation it hands back what the
+/// runtime serves, which is the kept value when the forward took the same
+/// path (docs/semantics.md, rules K4 and R5). A `needs` reached only during
+/// recomputation finds a placeholder, and the read after it fails naming
+/// the region and output.
+///
+/// ```
+/// use remat_runtime::{checkpoint, needs, region, Policy};
+/// use tch::{kind::FLOAT_CPU, Kind, Tensor};
+///
+/// let x = Tensor::ones([2], FLOAT_CPU).set_requires_grad(true);
+/// let y = checkpoint("block").call(&x, |x| {
+///     let h = region("double", Policy::Save).call_saved(&x, |x| x * 2);
+///     needs(&h).sin() // the expression form: asked for where it is read
+/// });
+/// y.sum(Kind::Float).backward();
+/// assert!(x.grad().allclose(&((&x * 2).cos() * 2), 1e-6, 1e-6, false));
+/// ```
+pub fn needs<T: Needs>(value: T) -> T::Marked {
+    value.mark()
+}
+
+impl<T: RegionInput> sealed::Sealed for Saved<T> {}
+impl<T: RegionInput> Needs for Saved<T> {
+    type Marked = T;
+    fn mark(self) -> T {
+        asked(&self.value, false);
+        self.value
+    }
+}
+
+impl<T: RegionInput> sealed::Sealed for &Saved<T> {}
+impl<'a, T: RegionInput> Needs for &'a Saved<T> {
+    type Marked = &'a T;
+    fn mark(self) -> &'a T {
+        asked(&self.value, false);
+        &self.value
+    }
+}
+
+impl<T: RegionInput> sealed::Sealed for &mut Saved<T> {}
+impl<'a, T: RegionInput> Needs for &'a mut Saved<T> {
+    type Marked = &'a mut T;
+    fn mark(self) -> &'a mut T {
+        asked(&self.value, false);
+        &mut self.value
+    }
+}
+
+impl<M: Needs> sealed::Sealed for Option<M> {}
+impl<M: Needs> Needs for Option<M> {
+    type Marked = Option<M::Marked>;
+    fn mark(self) -> Option<M::Marked> {
+        self.map(M::mark)
+    }
+}
+
+impl<T: RegionInput> sealed::Sealed for Vec<Saved<T>> {}
+impl<T: RegionInput> Needs for Vec<Saved<T>> {
+    type Marked = Vec<T>;
+    fn mark(self) -> Vec<T> {
+        asked(peel_slice(&self), false);
+        self.into_iter().map(|s| s.value).collect()
+    }
+}
+
+impl<T: RegionInput> sealed::Sealed for &Vec<Saved<T>> {}
+impl<'a, T: RegionInput> Needs for &'a Vec<Saved<T>> {
+    type Marked = &'a [T];
+    fn mark(self) -> &'a [T] {
+        self.as_slice().mark()
+    }
+}
+
+impl<T: RegionInput> sealed::Sealed for &[Saved<T>] {}
+impl<'a, T: RegionInput> Needs for &'a [Saved<T>] {
+    type Marked = &'a [T];
+    fn mark(self) -> &'a [T] {
+        let peeled = peel_slice(self);
+        asked(peeled, false);
+        peeled
+    }
+}
+
+impl<T: RegionInput, const N: usize> sealed::Sealed for [Saved<T>; N] {}
+impl<T: RegionInput, const N: usize> Needs for [Saved<T>; N] {
+    type Marked = [T; N];
+    fn mark(self) -> [T; N] {
+        asked(peel_slice(&self), false);
+        self.map(|s| s.value)
+    }
+}
+
+impl<T: RegionInput, const N: usize> sealed::Sealed for &[Saved<T>; N] {}
+impl<'a, T: RegionInput, const N: usize> Needs for &'a [Saved<T>; N] {
+    type Marked = &'a [T; N];
+    fn mark(self) -> &'a [T; N] {
+        let peeled = peel_slice(self);
+        asked(peeled, false);
+        peeled.try_into().expect("a peeled array keeps its length")
+    }
+}
+
+macro_rules! tuple_needs {
+    ($($name:ident)+) => {
+        impl<$($name: Needs),+> sealed::Sealed for ($($name,)+) {}
+        impl<$($name: Needs),+> Needs for ($($name,)+) {
+            type Marked = ($($name::Marked,)+);
+            #[allow(non_snake_case)]
+            fn mark(self) -> Self::Marked {
+                let ($($name,)+) = self;
+                ($($name.mark(),)+)
+            }
+        }
+    };
+}
+tuple_needs!(A);
+tuple_needs!(A B);
+tuple_needs!(A B C);
+tuple_needs!(A B C D);
+tuple_needs!(A B C D E);
+tuple_needs!(A B C D E F);
+tuple_needs!(A B C D E F G);
+tuple_needs!(A B C D E F G H);
+
+impl Saved<Tensor> {
+    /// The value, detached, when this code runs on a checkpoint's forward
+    /// (or outside checkpoints); `None` while any checkpoint on this thread
+    /// recomputes, and for a placeholder. For code that reads a save output on the forward only
+    /// (logging, metrics) without keeping it for recomputation.
+    ///
+    /// Detached, so that what the forward computes from it records nothing
+    /// that recomputation would not record again (docs/dsl.md, rule T6).
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, Policy};
+    /// use tch::{kind::FLOAT_CPU, Kind, Tensor};
+    ///
+    /// let x = Tensor::ones([2], FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("block").call(&x, |x| {
+    ///     let h = region("double", Policy::Save).call_saved(&x, |x| x * 2);
+    ///     if let Some(h) = h.on_forward() {
+    ///         assert_eq!(h.sum(Kind::Float).double_value(&[]), 4.0); // forward only
+    ///     }
+    ///     region("square", Policy::Recompute).call(&h, |h| h * h)
+    /// });
+    /// y.sum(Kind::Float).backward();
+    /// ```
+    pub fn on_forward(&self) -> Option<Tensor> {
+        // docs/dsl.md, rule T6: never while recomputing, at any depth; and
+        // never a placeholder (one that outlived its checkpoint's
+        // recomputation, kept in a thread-local: T8).
+        if frame::any_recomputing() || is_placeholder(&self.value) {
+            return None;
+        }
+        Some(self.value.detach())
+    }
+}

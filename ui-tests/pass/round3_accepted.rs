@@ -1,0 +1,206 @@
+// Round 3 (issue 39): programs that try to make bare code read a save
+// output during recomputation and that rustc accepts as written, because
+// what they do with it is safe: metadata and `Debug`, a metadata branch,
+// laundering it through a `recompute` region (which asks for it), a
+// region's receiver that marks what it holds, a save region given a save
+// output, nested checkpoints returning their save outputs to a reader, a
+// mark inside a closure called twice, marks in both arms of a branch, a
+// `Box<dyn Any>` round trip, and early stop. Each gives, under strict
+// recomputation, bitwise the gradients without the checkpoint.
+use remat::{checkpoint, needs, region, remat, Policy, Saved};
+use std::any::Any;
+use tch::{Device, Kind, Tensor};
+
+fn attention(h: &Tensor) -> Tensor {
+    h.tanh()
+}
+
+fn identity(h: &Tensor) -> Tensor {
+    h.shallow_clone()
+}
+
+/// `Debug` and metadata read no data: a placeholder has them.
+#[checkpoint(enabled = on, strict = true)]
+fn metadata_branch(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+    let h = x * w;
+    remat! { let a = save attention: attention(&h); }
+    let shown = format!("{a:?}");
+    assert!(shown.contains("[4, 4]") && !shown.contains("data"));
+    if a.size()[0] > 2 && a.kind() == Kind::Float {
+        &h * a.numel() as f64
+    } else {
+        &h * 0.5
+    }
+}
+
+/// A `recompute` region that hands a save output back: its output is a
+/// plain tensor, and the region asked for its input (docs/semantics.md,
+/// K2), so recomputation runs it on the kept value.
+#[checkpoint(enabled = on, strict = true)]
+fn through_a_recompute_region(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+    let h = x * w;
+    remat! {
+        let a = save attention: attention(&h);
+        let b = recompute launder: identity(&a);
+    }
+    b.exp() * &h
+}
+
+/// A user struct holding a save output, as the receiver of regions whose
+/// code marks it before reading: on the forward, where the `recompute`
+/// region and the `save` region both run, the mark asks for it.
+struct Gate {
+    gate: Saved<Tensor>,
+}
+
+impl Gate {
+    fn apply(&self, h: &Tensor) -> Tensor {
+        h * needs(&self.gate).sigmoid()
+    }
+}
+
+#[checkpoint(enabled = on, strict = true)]
+fn receiver_marks(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+    let h = x * w;
+    remat! { let g = save gate: attention(&h); }
+    let gate = Gate { gate: g };
+    remat! {
+        let y = recompute gated: gate.apply(&h);
+        let z = save gated_saved: gate.apply(&y);
+        needs z;
+    }
+    y + z
+}
+
+/// A save output given to a `save` region (which does not ask for it,
+/// docs/semantics.md K3: it is skipped on recomputation too); its output is
+/// a save output of its own, marked.
+#[checkpoint(enabled = on, strict = true)]
+fn save_of_a_save(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+    let h = x * w;
+    remat! {
+        let a = save first: attention(&h);
+        let b = save second: attention(&a);
+        needs b;
+    }
+    b * &h
+}
+
+#[checkpoint(strict = true)]
+fn inner_returns_its_save(h: &Tensor) -> (Tensor, Tensor) {
+    remat! {
+        let a = save attention: attention(h);
+        let b = save second: attention(&(h * 2));
+    }
+    (a, b)
+}
+
+/// Nested checkpoints return their save outputs unmarked (docs/semantics.md
+/// K5); the outer checkpoint's bare code reads them as tensors, and the
+/// runtime asks the outer checkpoint to keep them (K8).
+#[checkpoint(enabled = on, strict = true)]
+fn nested_returns(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+    let h = x * w;
+    let (a, b) = inner_returns_its_save(&h);
+    let c = checkpoint("runtime_inner")
+        .strict_recompute(true)
+        .call(&h, |h| {
+            region("third", Policy::Save).call_saved(&h, |h| h.sin())
+        });
+    a.exp() * b + c.cos()
+}
+
+/// A mark inside a closure, which runs on the forward and again on
+/// recomputation, twice each.
+#[checkpoint(enabled = on, strict = true)]
+fn closure_marks(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+    let h = x * w;
+    remat! { let a = save attention: attention(&h); }
+    let read = || needs(&a).exp();
+    read() * read() + &h
+}
+
+/// Marks in both arms of a branch, which the forward and recomputation
+/// take alike.
+#[checkpoint(enabled = on, strict = true)]
+fn both_arms(x: &Tensor, w: &Tensor, on: bool, left: bool) -> Tensor {
+    let h = x * w;
+    remat! {
+        let a = save first: attention(&h);
+        let b = save second: attention(&(&h * 2));
+    }
+    let y = if left {
+        needs(&a).exp()
+    } else {
+        needs(&b).sin()
+    };
+    y * &h
+}
+
+/// Through `Box<dyn Any>`: a save output downcasts to `Saved<Tensor>`, not
+/// to `Tensor`.
+#[checkpoint(enabled = on, strict = true)]
+fn any_round_trip(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+    let h = x * w;
+    remat! { let a = save attention: attention(&h); }
+    let boxed: Box<dyn Any> = Box::new(a);
+    assert!(boxed.downcast_ref::<Tensor>().is_none());
+    let a = boxed.downcast::<Saved<Tensor>>().ok().unwrap();
+    needs(*a) * &h
+}
+
+/// Early stop: recomputation ends after the last save backward reads, so
+/// the tail's reads do not run again; the marks are what the forward asked.
+#[checkpoint(enabled = on, early_stop = stop)]
+fn early_stop(x: &Tensor, w: &Tensor, on: bool, stop: bool) -> Tensor {
+    let h = x * w;
+    remat! {
+        let a = save attention: attention(&h);
+        needs a;
+        let g = &h * &a;
+        let b = save second: attention(&g);
+        needs b;
+    }
+    let t = &g * &b;
+    t.sum(Kind::Float) * 2
+}
+
+/// The gradient of `w` through `model`, with its checkpoint on or off.
+fn grad(name: &str, model: &dyn Fn(&Tensor, &Tensor, bool) -> Tensor, on: bool) -> Tensor {
+    tch::manual_seed(0);
+    let x = Tensor::randn([4, 4], (Kind::Float, Device::Cpu));
+    let w = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    model(&x, &w, on)
+        .sum(Kind::Float)
+        .f_backward()
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    w.grad()
+}
+
+/// `model` under a checkpoint with strict recomputation gives bitwise the
+/// gradient it gives without one.
+fn same_gradients(name: &str, model: impl Fn(&Tensor, &Tensor, bool) -> Tensor) {
+    let (on, off) = (grad(name, &model, true), grad(name, &model, false));
+    assert!(
+        on.equal(&off),
+        "{name}: the gradients must be bitwise those without the checkpoint"
+    );
+}
+
+fn main() {
+    same_gradients("metadata_branch", metadata_branch);
+    same_gradients("through_a_recompute_region", through_a_recompute_region);
+    same_gradients("receiver_marks", receiver_marks);
+    same_gradients("save_of_a_save", save_of_a_save);
+    same_gradients("nested_returns", nested_returns);
+    same_gradients("closure_marks", closure_marks);
+    for left in [true, false] {
+        same_gradients("both_arms", |x, w, on| both_arms(x, w, on, left));
+    }
+    same_gradients("any_round_trip", any_round_trip);
+    // Not strict (strict recomputation never stops early); with the
+    // environment's `REMAT_STRICT_RECOMPUTE=1` it is strict anyway.
+    for stop in [true, false] {
+        same_gradients("early_stop", |x, w, on| early_stop(x, w, on, stop));
+    }
+}
