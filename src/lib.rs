@@ -108,7 +108,7 @@ pub use remat_runtime::__private;
 /// ([`CheckpointInputs`](io::CheckpointInputs),
 /// [`CheckpointOutput`](io::CheckpointOutput),
 /// [`CheckpointOutputItem`](io::CheckpointOutputItem)), what
-/// [`needs`](crate::needs) takes ([`Needs`](io::Needs)), and
+/// [`needs`] takes ([`Needs`](io::Needs)), and
 /// [`Arg`](io::Arg), one argument of a region call whose tuple of
 /// arguments holds save outputs.
 ///
