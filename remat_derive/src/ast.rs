@@ -178,6 +178,8 @@ impl Call {
 
 /// `needs NAME (, NAME)* ;`: each name rebound to its marked value.
 pub(crate) struct NeedsStmt {
+    /// Attributes, kept on each generated `let`.
+    pub attrs: Vec<Attribute>,
     pub needs: Ident,
     pub names: Vec<Ident>,
 }

@@ -108,8 +108,10 @@ impl Expander {
             Stmt::Needs(stmt) => {
                 // docs/dsl.md, rule T2: the name now holds the marked value.
                 let span = stmt.needs.span();
+                let attrs = &stmt.attrs;
                 for name in &stmt.names {
-                    quote_spanned!(span=> let #name = ::remat::needs(#name);).to_tokens(out);
+                    quote_spanned!(span=> #(#attrs)* let #name = ::remat::needs(#name);)
+                        .to_tokens(out);
                 }
             }
             Stmt::Scope(stmt) => {

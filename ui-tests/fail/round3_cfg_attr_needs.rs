@@ -1,6 +1,7 @@
 // Round 3 (issue 39): `#[cfg_attr(.., cfg(..))]` on a `needs` statement of
-// `remat!`: `remat!` refuses any attribute there, so the mark cannot be
-// compiled out unseen; `a` stays the `Saved<Tensor>`.
+// `remat!`. The statement is `let a = needs(a);`, which keeps the
+// attribute: compiled out, `a` stays the `Saved<Tensor>`, and the read
+// after it is a type error.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

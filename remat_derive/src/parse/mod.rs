@@ -138,14 +138,11 @@ fn parse_stmt(
             Ok(Stmt::Region(Box::new(RegionStmt { attrs, pat, region })))
         }
         Kind::Needs => {
-            let attrs = input.call(Attribute::parse_outer)?;
-            if let Some(attr) = attrs.first() {
-                return Err(syn::Error::new_spanned(
-                    attr,
-                    "attributes have no effect on `needs`; remove this attribute",
-                ));
-            }
-            parse_needs(input).map(Stmt::Needs)
+            // The statement is `let`s: `#[cfg(..)]` and lints apply to each.
+            let attrs = gone_attr::refuse(input.call(Attribute::parse_outer)?)?;
+            let mut stmt = parse_needs(input)?;
+            stmt.attrs = attrs;
+            Ok(Stmt::Needs(stmt))
         }
         Kind::Scope => {
             let attrs = gone_attr::refuse(input.call(Attribute::parse_outer)?)?;
@@ -230,5 +227,9 @@ fn parse_needs(input: ParseStream) -> syn::Result<NeedsStmt> {
         return Err(input.error(format!("expected `,` or `;` here: {FORM}")));
     }
     input.parse::<Token![;]>()?;
-    Ok(NeedsStmt { needs, names })
+    Ok(NeedsStmt {
+        attrs: Vec::new(),
+        needs,
+        names,
+    })
 }

@@ -306,10 +306,7 @@ fn malformed_statements() {
             &["inner attributes are not supported in `remat!`"],
         ),
         (quote!(#![remat(unchecked)] let y = 1;), &[GONE]),
-        (
-            quote!(#[allow(unused)] needs a;),
-            &["attributes have no effect on `needs`"],
-        ),
+        (quote!(#[remat(unchecked)] needs a;), &[GONE]),
         (
             quote!(#[inline] scope s {}),
             &["a `scope` takes no attributes"],
@@ -578,5 +575,11 @@ fn needs_takes_local_names() {
     assert_eq!(
         out,
         "let a = :: remat :: needs (a) ; let b = :: remat :: needs (b) ;"
+    );
+    // It is `let`s: an attribute (a `#[cfg]`, a lint) is kept on each.
+    let out = crate::expand::remat(quote!(#[cfg(test)] needs a, b;)).to_string();
+    assert_eq!(
+        out,
+        "# [cfg (test)] let a = :: remat :: needs (a) ; # [cfg (test)] let b = :: remat :: needs (b) ;"
     );
 }
