@@ -7,6 +7,34 @@
 
 use std::sync::Mutex;
 
+/// What the adversarial rounds' cases compare: a model's gradient with its
+/// checkpoint on and off.
+mod bitwise {
+    use tch::{Device, Kind, Tensor};
+
+    /// The gradient of `w` through `model`, with its checkpoint on or off.
+    fn grad(name: &str, model: &dyn Fn(&Tensor, &Tensor, bool) -> Tensor, on: bool) -> Tensor {
+        tch::manual_seed(0);
+        let x = Tensor::randn([4, 4], (Kind::Float, Device::Cpu));
+        let w = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        model(&x, &w, on)
+            .sum(Kind::Float)
+            .f_backward()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        w.grad()
+    }
+
+    /// `model` under a checkpoint with strict recomputation gives bitwise the
+    /// gradient it gives without one.
+    pub fn same_gradients(name: &str, model: impl Fn(&Tensor, &Tensor, bool) -> Tensor) {
+        let (on, off) = (grad(name, &model, true), grad(name, &model, false));
+        assert!(
+            on.equal(&off),
+            "{name}: the gradients must be bitwise those without the checkpoint"
+        );
+    }
+}
+
 /// The cases were written as programs of their own: one at a time, so that
 /// none sees another's policy table, generator draws or thread state.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

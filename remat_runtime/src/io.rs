@@ -125,24 +125,6 @@ opaque_inputs!(
     ()
 );
 
-/// Invokes `$m!` for tuples of 1 to 12 type parameters.
-macro_rules! for_each_arity {
-    ($m:ident) => {
-        $m!(A);
-        $m!(A B);
-        $m!(A B C);
-        $m!(A B C D);
-        $m!(A B C D E);
-        $m!(A B C D E F);
-        $m!(A B C D E F G);
-        $m!(A B C D E F G H);
-        $m!(A B C D E F G H I);
-        $m!(A B C D E F G H I J);
-        $m!(A B C D E F G H I J K);
-        $m!(A B C D E F G H I J K L);
-    };
-}
-
 macro_rules! tuple_inputs {
     ($($name:ident)+) => {
         impl<$($name: RegionInput),+> RegionInput for ($($name,)+) {
@@ -201,14 +183,7 @@ mod sealed {
             impl<$($name: super::OutputItem),+> Sealed for ($($name,)+) {}
         };
     }
-    tuples!(A);
-    tuples!(A B);
-    tuples!(A B C);
-    tuples!(A B C D);
-    tuples!(A B C D E);
-    tuples!(A B C D E F);
-    tuples!(A B C D E F G);
-    tuples!(A B C D E F G H);
+    for_each_output_arity!(tuples);
 }
 
 impl OutputItem for Tensor {
@@ -312,7 +287,7 @@ fn single(parts: Vec<Option<Tensor>>) -> Result<Option<Tensor>> {
 }
 
 macro_rules! tuple_outputs {
-    ($n:literal: $($name:ident)+) => {
+    ($($name:ident)+) => {
         impl<$($name: OutputItem),+> RegionOutput for ($($name,)+) {
             type Saved = ($($name::Saved,)+);
             #[allow(non_snake_case)]
@@ -327,8 +302,9 @@ macro_rules! tuple_outputs {
             }
             #[allow(non_snake_case)]
             fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
-                if parts.len() != $n {
-                    return Err(Error::Internal(format!("expected {} outputs, got {}", $n, parts.len())));
+                let n = [$(stringify!($name)),+].len();
+                if parts.len() != n {
+                    return Err(Error::Internal(format!("expected {n} outputs, got {}", parts.len())));
                 }
                 let mut it = parts.into_iter();
                 $(let $name = $name::from_part(it.next().flatten())?;)+
@@ -337,14 +313,7 @@ macro_rules! tuple_outputs {
         }
     };
 }
-tuple_outputs!(1: A);
-tuple_outputs!(2: A B);
-tuple_outputs!(3: A B C);
-tuple_outputs!(4: A B C D);
-tuple_outputs!(5: A B C D E);
-tuple_outputs!(6: A B C D E F);
-tuple_outputs!(7: A B C D E F G);
-tuple_outputs!(8: A B C D E F G H);
+for_each_output_arity!(tuple_outputs);
 
 /// The tensor inputs of a checkpoint. They are saved through autograd on
 /// entry and read back on recomputation, where the closure receives them

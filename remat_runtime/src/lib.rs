@@ -35,6 +35,8 @@
 // The folders read as the architecture (docs/architecture.md): `bridge`
 // (all unsafe code) at the bottom, `checkpointing` (the mechanism), `hooks`
 // (what users plug in), `diagnostics` (what the runtime reports).
+#[macro_use]
+mod arity;
 mod autocast;
 pub mod autograd;
 mod bridge;

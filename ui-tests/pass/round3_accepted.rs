@@ -9,7 +9,8 @@
 // recomputation, bitwise the gradients without the checkpoint.
 use remat::{checkpoint, needs, region, remat, Policy, Saved};
 use std::any::Any;
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
+use crate::bitwise::same_gradients;
 
 fn attention(h: &Tensor) -> Tensor {
     h.tanh()
@@ -163,28 +164,6 @@ fn early_stop(x: &Tensor, w: &Tensor, on: bool, stop: bool) -> Tensor {
     }
     let t = &g * &b;
     t.sum(Kind::Float) * 2
-}
-
-/// The gradient of `w` through `model`, with its checkpoint on or off.
-fn grad(name: &str, model: &dyn Fn(&Tensor, &Tensor, bool) -> Tensor, on: bool) -> Tensor {
-    tch::manual_seed(0);
-    let x = Tensor::randn([4, 4], (Kind::Float, Device::Cpu));
-    let w = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
-    model(&x, &w, on)
-        .sum(Kind::Float)
-        .f_backward()
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    w.grad()
-}
-
-/// `model` under a checkpoint with strict recomputation gives bitwise the
-/// gradient it gives without one.
-fn same_gradients(name: &str, model: impl Fn(&Tensor, &Tensor, bool) -> Tensor) {
-    let (on, off) = (grad(name, &model, true), grad(name, &model, false));
-    assert!(
-        on.equal(&off),
-        "{name}: the gradients must be bitwise those without the checkpoint"
-    );
 }
 
 fn main() {

@@ -12,7 +12,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::mem;
 use std::rc::Rc;
-use tch::{Device, Kind, TchError, Tensor};
+use tch::{Kind, TchError, Tensor};
+use crate::bitwise::same_gradients;
 
 fn attention(h: &Tensor) -> Tensor {
     h.tanh()
@@ -337,28 +338,6 @@ fn outputs(x: &Tensor, w: &Tensor, on: bool, some: bool) -> Tensor {
     remat! { let p = save pair: pair(&h); }
     let fields = needs(&p.0).exp() * needs(&p.1);
     from_option + first.sum(Kind::Float) + q * k + v + fields
-}
-
-/// The gradient of `w` through `model`, with its checkpoint on or off.
-fn grad(name: &str, model: &dyn Fn(&Tensor, &Tensor, bool) -> Tensor, on: bool) -> Tensor {
-    tch::manual_seed(0);
-    let x = Tensor::randn([4, 4], (Kind::Float, Device::Cpu));
-    let w = Tensor::randn([4, 4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
-    model(&x, &w, on)
-        .sum(Kind::Float)
-        .f_backward()
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    w.grad()
-}
-
-/// `model` under a checkpoint with strict recomputation gives bitwise the
-/// gradient it gives without one.
-fn same_gradients(name: &str, model: impl Fn(&Tensor, &Tensor, bool) -> Tensor) {
-    let (on, off) = (grad(name, &model, true), grad(name, &model, false));
-    assert!(
-        on.equal(&off),
-        "{name}: the gradients must be bitwise those without the checkpoint"
-    );
 }
 
 fn main() {

@@ -161,14 +161,7 @@ macro_rules! tuple_needs {
         }
     };
 }
-tuple_needs!(A);
-tuple_needs!(A B);
-tuple_needs!(A B C);
-tuple_needs!(A B C D);
-tuple_needs!(A B C D E);
-tuple_needs!(A B C D E F);
-tuple_needs!(A B C D E F G);
-tuple_needs!(A B C D E F G H);
+for_each_output_arity!(tuple_needs);
 
 impl Saved<Tensor> {
     /// The value, detached, when this code runs on a checkpoint's forward

@@ -153,15 +153,4 @@ macro_rules! tuple_args {
         }
     };
 }
-tuple_args!(A);
-tuple_args!(A B);
-tuple_args!(A B C);
-tuple_args!(A B C D);
-tuple_args!(A B C D E);
-tuple_args!(A B C D E F);
-tuple_args!(A B C D E F G);
-tuple_args!(A B C D E F G H);
-tuple_args!(A B C D E F G H I);
-tuple_args!(A B C D E F G H I J);
-tuple_args!(A B C D E F G H I J K);
-tuple_args!(A B C D E F G H I J K L);
+for_each_arity!(tuple_args);

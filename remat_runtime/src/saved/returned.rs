@@ -159,11 +159,4 @@ macro_rules! tuple_outputs {
         }
     };
 }
-tuple_outputs!(A);
-tuple_outputs!(A B);
-tuple_outputs!(A B C);
-tuple_outputs!(A B C D);
-tuple_outputs!(A B C D E);
-tuple_outputs!(A B C D E F);
-tuple_outputs!(A B C D E F G);
-tuple_outputs!(A B C D E F G H);
+for_each_output_arity!(tuple_outputs);
