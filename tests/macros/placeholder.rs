@@ -81,10 +81,16 @@ fn a_needs_only_replay_reaches_fails_at_replay_like_the_runtime_api() {
         );
         assert!(text.contains("recompute_needs_tensor"), "{text}");
     }
-    // The same runtime error from either layer (up to libtorch's backtrace,
-    // which names different source lines).
+    // The typed program fails at the mark, before any read, saying why;
+    // then the same runtime error as the untyped one (up to libtorch's
+    // backtrace, which names different source lines).
     let head = |s: &str| s.lines().next().unwrap_or_default().to_string();
-    assert_eq!(head(&macros), head(&api));
+    let (macros, api) = (head(&macros), head(&api));
+    let why = "`needs` was handed a placeholder: the forward did not mark this save output";
+    assert!(macros.contains(why), "{macros}");
+    assert!(!api.contains(why), "{api}");
+    let placeholder = |s: &str| s[s.find("`layers.1::attention.out`").unwrap()..].to_string();
+    assert_eq!(placeholder(&macros), placeholder(&api));
 }
 
 /// With the mark, the same block replays fine.

@@ -3,8 +3,9 @@
 //! `Saved::on_forward`, on the forward only (docs/dsl.md, rule T6).
 //!
 //! Invariant: every conversion out of [`Saved`] in this file either asks
-//! the runtime to keep the value first, so that recomputation serves it, or
-//! gives nothing while any checkpoint recomputes.
+//! the runtime to keep the value first, so that recomputation serves it,
+//! and never hands over a placeholder; or gives nothing while any
+//! checkpoint recomputes.
 
 use crate::bridge::{is_placeholder, peel_slice, Saved};
 use crate::checkpointing::ask::asked;
@@ -47,9 +48,10 @@ pub trait Needs: sealed::Sealed {
 ///
 /// On the forward it asks; during recomputation it hands back what the
 /// runtime serves, which is the kept value when the forward took the same
-/// path (docs/semantics.md, rules K4 and R5). A `needs` reached only during
-/// recomputation finds a placeholder, and the read after it fails naming
-/// the region and output.
+/// path (docs/semantics.md, rules K4 and R5). A `needs` that recomputation
+/// reaches and the forward did not finds a placeholder, and panics naming
+/// the region and output (inside backward: the replay's error); so does a
+/// `needs` of a save output kept past its checkpoint run.
 ///
 /// ```
 /// use remat_runtime::{checkpoint, needs, region, Policy};
@@ -67,11 +69,41 @@ pub fn needs<T: Needs>(value: T) -> T::Marked {
     value.mark()
 }
 
+/// Asks for `value` (rule K4), then refuses to hand bare code a placeholder.
+///
+/// A placeholder here means the forward did not ask at this point: a
+/// `needs` only recomputation reaches, or a save output kept past the
+/// checkpoint run that made it (docs/dsl.md, rule T8). Reading it would
+/// fail anyway; failing at the mark says why.
+fn marked<T: RegionInput + ?Sized>(value: &T) {
+    asked(value, false);
+    value.visit(&mut |t| {
+        if is_placeholder(t) {
+            panic!("{}", placeholder_refused(t));
+        }
+    });
+}
+
+fn placeholder_refused(t: &Tensor) -> String {
+    // The placeholder's own message names the checkpoint, region and output.
+    let named = match t.f_sum(tch::Kind::Float) {
+        // The first line: libtorch's backtrace follows.
+        Err(tch::TchError::Torch(message)) => message.lines().next().unwrap_or("").to_string(),
+        Err(e) => e.to_string(),
+        Ok(_) => "a placeholder".to_string(),
+    };
+    format!(
+        "`needs` was handed a placeholder: the forward did not mark this save output at \
+         this point (a `needs` that only recomputation reaches, or a save output kept past \
+         the checkpoint run that made it, docs/dsl.md rule T8): {named}"
+    )
+}
+
 impl<T: RegionInput> sealed::Sealed for Saved<T> {}
 impl<T: RegionInput> Needs for Saved<T> {
     type Marked = T;
     fn mark(self) -> T {
-        asked(&self.value, false);
+        marked(&self.value);
         self.value
     }
 }
@@ -80,7 +112,7 @@ impl<T: RegionInput> sealed::Sealed for &Saved<T> {}
 impl<'a, T: RegionInput> Needs for &'a Saved<T> {
     type Marked = &'a T;
     fn mark(self) -> &'a T {
-        asked(&self.value, false);
+        marked(&self.value);
         &self.value
     }
 }
@@ -89,7 +121,7 @@ impl<T: RegionInput> sealed::Sealed for &mut Saved<T> {}
 impl<'a, T: RegionInput> Needs for &'a mut Saved<T> {
     type Marked = &'a mut T;
     fn mark(self) -> &'a mut T {
-        asked(&self.value, false);
+        marked(&self.value);
         &mut self.value
     }
 }
@@ -106,7 +138,7 @@ impl<T: RegionInput> sealed::Sealed for Vec<Saved<T>> {}
 impl<T: RegionInput> Needs for Vec<Saved<T>> {
     type Marked = Vec<T>;
     fn mark(self) -> Vec<T> {
-        asked(peel_slice(&self), false);
+        marked(peel_slice(&self));
         self.into_iter().map(|s| s.value).collect()
     }
 }
@@ -124,7 +156,7 @@ impl<'a, T: RegionInput> Needs for &'a [Saved<T>] {
     type Marked = &'a [T];
     fn mark(self) -> &'a [T] {
         let peeled = peel_slice(self);
-        asked(peeled, false);
+        marked(peeled);
         peeled
     }
 }
@@ -133,7 +165,7 @@ impl<T: RegionInput, const N: usize> sealed::Sealed for [Saved<T>; N] {}
 impl<T: RegionInput, const N: usize> Needs for [Saved<T>; N] {
     type Marked = [T; N];
     fn mark(self) -> [T; N] {
-        asked(peel_slice(&self), false);
+        marked(peel_slice(&self));
         self.map(|s| s.value)
     }
 }
@@ -143,7 +175,7 @@ impl<'a, T: RegionInput, const N: usize> Needs for &'a [Saved<T>; N] {
     type Marked = &'a [T; N];
     fn mark(self) -> &'a [T; N] {
         let peeled = peel_slice(self);
-        asked(peeled, false);
+        marked(peeled);
         peeled.try_into().expect("a peeled array keeps its length")
     }
 }
