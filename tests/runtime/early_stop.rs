@@ -377,13 +377,18 @@ fn every_backward_of_a_retained_graph_stops_and_a_closure_without_saves_never_re
     let (_, g0) = plain(&x, |x| x.sin() * 2.0);
     assert_bitwise(&x.grad(), &(g0 * 3.0), "three backwards' gradients");
 
-    // `x * 2` saves no tensor: nothing needs the replay.
-    let (runs, x) = (counter(), input());
-    let r = runs.clone();
-    let y = checkpoint("no saves").call(&x, move |x| tail_op(&r, || &x * 2.0));
-    y.sum(Kind::Float).backward();
-    assert_eq!(runs.load(SeqCst), 1);
-    assert_bitwise(&x.grad(), &(x.ones_like() * 2.0), "gradient");
+    // `x * 2` saves no tensor: nothing needs the replay, with early stop on
+    // or off (rule C7: torch never recomputes such a closure either).
+    for early_stop in [true, false] {
+        let (runs, x) = (counter(), input());
+        let r = runs.clone();
+        let y = checkpoint("no saves")
+            .early_stop(early_stop)
+            .call(&x, move |x| tail_op(&r, || &x * 2.0));
+        y.sum(Kind::Float).backward();
+        assert_eq!(runs.load(SeqCst), 1, "early stop {early_stop}");
+        assert_bitwise(&x.grad(), &(x.ones_like() * 2.0), "gradient");
+    }
 }
 
 #[test]

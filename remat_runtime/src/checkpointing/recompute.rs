@@ -55,7 +55,12 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
             .rposition(|h| h.strong_count() > 0)
             .map_or(0, |last| last + 1);
         inner.stop = StopState::start(state.early_stop, holders, inner.rebuild_regions);
-        if inner.stop.done(0) {
+        // docs/semantics.md, rule C7: a closure that left nothing to rebuild
+        // (no live holder, no `Save` region to rebuild) is not run again,
+        // with early stop off too, as torch never recomputes one that saved
+        // nothing.
+        let nothing_to_rebuild = holders == 0 && inner.rebuild_regions == 0;
+        if nothing_to_rebuild || inner.stop.done(0) {
             // Nothing the backward reads needs the closure: it does not run.
             inner.replayed.insert(task);
             return Ok(());
