@@ -173,7 +173,10 @@ impl Expander {
         for (local, arg) in locals.iter().zip(&args) {
             let arg_span = syn::spanned::Spanned::span(arg);
             quote!(let #local = #arg;).to_tokens(&mut lets);
-            quote_spanned!(arg_span=> let #local = ::remat::__private::arg(#local);)
+            // In a block at the argument's place: rustc reports an unmet
+            // bound at the expression it was required for.
+            let at_arg = quote_spanned!(arg_span=> { #local });
+            quote_spanned!(arg_span=> let #local = ::remat::__private::arg(#at_arg);)
                 .to_tokens(&mut lets);
         }
         let body = region.call.with_args(locals.iter().map(|local| {

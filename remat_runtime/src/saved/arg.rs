@@ -38,7 +38,8 @@ impl Token {
     message = "`{Self}` cannot be a region's argument",
     label = "not a tensor, a save output, a number, a string or a collection of them",
     note = "a region's arguments are its inputs, which the runtime inspects: tensors (`Tensor`, `&Tensor`, `Option<&Tensor>`, slices and `Vec`s of them), save outputs (`Saved<Tensor>` and references, slices and `Vec`s of them), numbers, `bool` and strings",
-    note = "wrap anything else in `remat::Opaque(..)`, or implement `remat::io::RegionInput` for a type of yours that holds tensors"
+    note = "wrap anything else in `remat::Opaque(..)`, or implement `remat::io::RegionInput` for a type of yours that holds tensors",
+    note = "a region's inputs are its call's arguments, and its callee is captured: for tch's `x.apply(&m)` (where `m` is the argument), write `m.forward(&x)`, so that `x` is the input and the module the callee"
 )]
 pub trait RegionArg {
     /// What the region's body receives.
