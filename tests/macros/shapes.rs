@@ -1,4 +1,4 @@
-//! Issue 19's valid programs, compiled and run: shapes of model code that
+//! The valid programs of the second adversarial round, compiled and run: shapes of model code that
 //! move save outputs (`Saved<Tensor>`) through structs, loops, collections,
 //! nested `remat!` and views, with the marks the types require, give, under
 //! a real checkpoint with strict recomputation, bitwise the gradients of
@@ -136,7 +136,7 @@ fn grad(body: Body, on: bool) -> Tensor {
 }
 
 #[test]
-// docs/dsl.md, rules T1-T5: issue 19's valid programs.
+// docs/dsl.md, rules T1-T5: the valid programs of the second adversarial round.
 fn save_outputs_in_every_shape_match_without_a_checkpoint() {
     for (what, body) in BODIES {
         let plain = grad(body, false);

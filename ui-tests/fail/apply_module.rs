@@ -1,6 +1,6 @@
 // tch's style, `x.apply(&self.ff)`, as a region: the region's inputs are the
 // call's arguments, so the module would be the input, and it is none. The
-// `RegionArg` message says to write `self.ff.forward(&x)` (issue 40, item 6).
+// `RegionArg` message says to write `self.ff.forward(&x)`.
 use remat::nn;
 use remat::prelude::*;
 

@@ -1,4 +1,4 @@
-// A `let` under `#[cfg]` may be compiled out (issue 19). Each cfg'd `let`
+// A `let` under `#[cfg]` may be compiled out (adversarial round two). Each cfg'd `let`
 // has its own type: where the `save` one is compiled in (debug builds, as
 // here), `attn` is a `Saved<Tensor>` and has no `exp` (docs/dsl.md, T1).
 use remat::{checkpoint, remat};

@@ -1,4 +1,4 @@
-// Reads the old, syntactic check missed (issue 8), each refused by the
+// Reads the old, syntactic check missed (adversarial round one), each refused by the
 // types: a named format argument, a field and an index of `Tensor` type
 // given a save output, a variable given a save output in one branch and a
 // tensor in the other, a save output carried into the next loop iteration,

@@ -1,5 +1,5 @@
 // A `break 'b` out of a labelled block carries a save output to the code
-// after the block (issue 19): `h` is a `Tensor`, `a` a `Saved<Tensor>`.
+// after the block (adversarial round two): `h` is a `Tensor`, `a` a `Saved<Tensor>`.
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

@@ -1,4 +1,4 @@
-// Malformed input (issue 8): `let a = save;` (plain Rust, in which `save`
+// Malformed input (adversarial round one): `let a = save;` (plain Rust, in which `save`
 // is no value), a `needs` of an unknown name, a region policy that is not a
 // `Policy`, and a read of a run-time policy's output (a `Saved<Tensor>`).
 use remat::{checkpoint, remat};

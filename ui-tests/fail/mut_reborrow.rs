@@ -1,4 +1,4 @@
-// A write through a `&mut` re-borrow (issue 19): `r.t` is a `Tensor`, so
+// A write through a `&mut` re-borrow (adversarial round two): `r.t` is a `Tensor`, so
 // storing a `Saved<Tensor>` there is a type error.
 use remat::{checkpoint, remat};
 use tch::Tensor;

@@ -1,4 +1,4 @@
-// A `needs` inside `if is_recomputing() { .. }` (issue 19): the marked
+// A `needs` inside `if is_recomputing() { .. }` (adversarial round two): the marked
 // binding lives in that block only, so `a` after it is still the
 // `Saved<Tensor>`. (The expression form there compiles, and fails at run
 // time naming the save: ui-tests/pass/replay_only_needs.rs.)

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): a `remat!` inside an `async` block, whose bindings
+// Adversarial round three (ui-tests/README.md): a `remat!` inside an `async` block, whose bindings
 // the old check could not see. rustc type-checks the block as any other:
 // the save output is a `Saved<Tensor>` there too. Fix: `needs a;` in the
 // block (ui-tests/pass/round3_fixes.rs, `in_async`).

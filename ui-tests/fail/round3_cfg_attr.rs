@@ -1,4 +1,4 @@
-// Round 3 (issue 39): `#[cfg_attr(.., cfg(..))]` on a statement, which the
+// Adversarial round three (ui-tests/README.md): `#[cfg_attr(.., cfg(..))]` on a statement, which the
 // old check did not read as a `cfg`: the `let a = needs(a);` under it is
 // compiled out, so `a` is still the `Saved<Tensor>` where it is read. Fix:
 // a `needs` compiled in wherever the read is (ui-tests/pass/round3_fixes.rs,

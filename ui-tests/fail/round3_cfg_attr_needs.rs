@@ -1,4 +1,4 @@
-// Round 3 (issue 39): `#[cfg_attr(.., cfg(..))]` on a `needs` statement of
+// Adversarial round three (ui-tests/README.md): `#[cfg_attr(.., cfg(..))]` on a `needs` statement of
 // `remat!`. The statement is `let a = needs(a);`, which keeps the
 // attribute: compiled out, `a` stays the `Saved<Tensor>`, and the read
 // after it is a type error.

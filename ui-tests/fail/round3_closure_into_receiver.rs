@@ -1,4 +1,4 @@
-// Round 3 (issue 39): `Option::get_or_insert_with` and closures like it,
+// Adversarial round three (ui-tests/README.md): `Option::get_or_insert_with` and closures like it,
 // whose result flows into the receiver (`HashMap::entry(..).or_insert_with`,
 // `Option::unwrap_or_else`, `Option::get_or_insert`). What flows in is a
 // `Saved<Tensor>`: refused where the receiver holds tensors, and unreadable

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): closures stored and called later, and iterator
+// Adversarial round three (ui-tests/README.md): closures stored and called later, and iterator
 // adapters. A closure is type-checked where it is written, whenever it
 // runs: what it captures keeps its type, `Saved<Tensor>`. Fix: `needs`
 // before the closure, or inside it (ui-tests/pass/round3_fixes_more.rs,

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): save outputs in arrays, slices, maps (`HashMap`,
+// Adversarial round three (ui-tests/README.md): save outputs in arrays, slices, maps (`HashMap`,
 // `BTreeMap`) and a `VecDeque`. A collection of save outputs holds
 // `Saved<Tensor>`s; one that holds tensors refuses them. Fix: `needs` the
 // element read, or the whole collection (ui-tests/pass/round3_fixes_more.rs,

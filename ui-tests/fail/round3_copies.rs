@@ -1,4 +1,4 @@
-// Round 3 (issue 39): views and copies. `reshape`, `contiguous` and
+// Adversarial round three (ui-tests/README.md): views and copies. `reshape`, `contiguous` and
 // `to_kind` may copy, and `copy` and `clone` do, so they read the data:
 // they are no methods of `Saved<Tensor>`, even after a view (`view`,
 // `transpose`) that is. Fix:

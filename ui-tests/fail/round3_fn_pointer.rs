@@ -1,4 +1,4 @@
-// Round 3 (issue 39): a call through a `const` or `static` function
+// Adversarial round three (ui-tests/README.md): a call through a `const` or `static` function
 // pointer, whose upper-case name the old check took for a tuple struct's
 // constructor. The pointer takes `&Tensor`, and a save output is a
 // `&Saved<Tensor>`. Fix: `needs(&a)` at the call, or make the call a

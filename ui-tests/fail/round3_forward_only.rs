@@ -1,4 +1,4 @@
-// Round 3 (issue 39): reads the old check allowed because they run on the
+// Adversarial round three (ui-tests/README.md): reads the old check allowed because they run on the
 // forward only: under `if !is_recomputing()` (or the `else` of
 // `if is_recomputing()`), under `no_grad`, or through `is_placeholder`.
 // The types do not look at the condition: a save output has no tensor

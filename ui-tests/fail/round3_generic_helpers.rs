@@ -1,4 +1,4 @@
-// Round 3 (issue 39): trait and generic helpers. `Saved<Tensor>` is no
+// Adversarial round three (ui-tests/README.md): trait and generic helpers. `Saved<Tensor>` is no
 // `AsRef<Tensor>` nor `Borrow<Tensor>`, and a trait method taking `&Tensor`
 // does not take a `&Saved<Tensor>`. Fix: `needs` at the call
 // (ui-tests/pass/round3_fixes_more.rs, `generic_helpers`).

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): in-place ops on a save output and on a view of it.
+// Adversarial round three (ui-tests/README.md): in-place ops on a save output and on a view of it.
 // `Saved<Tensor>` has no in-place methods and no `+=` (its views are
 // `Saved<Tensor>` too). A marked save output may be changed in place only
 // after it was kept, which the runtime refuses when it serves it (rule P2,

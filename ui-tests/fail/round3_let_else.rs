@@ -1,4 +1,4 @@
-// Round 3 (issue 39): `let .. else` whose initializer runs a closure with a
+// Adversarial round three (ui-tests/README.md): `let .. else` whose initializer runs a closure with a
 // side effect, which stores a save output where bare code reads it later.
 // The store holds the save output's type, `Option<Saved<Tensor>>`, or
 // refuses it where it holds tensors. Fix: `needs` what is read

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): macro hygiene. A `macro_rules!` of the body names
+// Adversarial round three (ui-tests/README.md): macro hygiene. A `macro_rules!` of the body names
 // `a` where `a` is the save output; a later `let a` shadows it before the
 // call, but the macro's `a` is still the one in scope where the macro was
 // defined: the `Saved<Tensor>`. Fix: `needs a;` before the macro's

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): macros defined outside the body, and a nested
+// Adversarial round three (ui-tests/README.md): macros defined outside the body, and a nested
 // `remat!` in a `remat!` block. rustc expands both, and type-checks what
 // they expand to: a save output they bind or read is a `Saved<Tensor>`.
 // Fix: `needs` (ui-tests/pass/round3_fixes_more.rs, `macros`).

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): `mem::take`, `mem::replace` and `mem::swap`. A
+// Adversarial round three (ui-tests/README.md): `mem::take`, `mem::replace` and `mem::swap`. A
 // tensor's place cannot take a `Saved<Tensor>`, and what comes out of a
 // save output's place is a `Saved<Tensor>`. Fix: `needs` first
 // (ui-tests/pass/round3_fixes_more.rs, `mem`).

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): writes of a save output through `&mut` references
+// Adversarial round three (ui-tests/README.md): writes of a save output through `&mut` references
 // the old check lost track of: `iter_mut().enumerate()`, a `for_each`
 // closure's parameter, a struct field holding a `&mut`, and a reference
 // chosen in an `if`. Each target is a `Tensor`, and a save output is a

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): `needs` statements that cannot rebind what they
+// Adversarial round three (ui-tests/README.md): `needs` statements that cannot rebind what they
 // name: a tuple field and an index are no local names (the statement is
 // `let NAME = needs(NAME);`). Fix: the expression form where the value is
 // read, `needs(&p.0)` (ui-tests/pass/round3_fixes_more.rs, `outputs`).

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): a save output given to a nested checkpoint. A
+// Adversarial round three (ui-tests/README.md): a save output given to a nested checkpoint. A
 // runtime-API checkpoint's closure cannot capture it (`Saved` is not
 // `Send`), nor take it as an input (`&Saved<Tensor>` is no checkpoint
 // input), a `#[checkpoint]` function taking `&Tensor` does not take it,

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): a save output passed to a region inside
+// Adversarial round three (ui-tests/README.md): a save output passed to a region inside
 // `remat::Opaque(..)`. The region's body receives an `Opaque` as it is
 // (only direct arguments, references, `Option`s, slices and `Vec`s of save
 // outputs are opened: docs/dsl.md, T3), so the save output in it is still a

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): `Option` and `Vec` outputs, and chunks. An
+// Adversarial round three (ui-tests/README.md): `Option` and `Vec` outputs, and chunks. An
 // `Option<Tensor>` output is an `Option<Saved<Tensor>>`, a `Vec<Tensor>`
 // output a `Vec<Saved<Tensor>>`, and `chunk` of a save output gives
 // `Saved<Tensor>` views: marking one chunk marks that one only (the runtime

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): a macro in pattern position, whose names the old
+// Adversarial round three (ui-tests/README.md): a macro in pattern position, whose names the old
 // check could not see. rustc expands it: the names it binds are the
 // elements of a save output, `Saved<Tensor>`s. Fix: `needs` them
 // (ui-tests/pass/round3_fixes.rs, `pattern_macro`).

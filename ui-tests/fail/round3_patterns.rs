@@ -1,4 +1,4 @@
-// Round 3 (issue 39): or-patterns (`A(t) | B(t)`) and rest patterns
+// Adversarial round three (ui-tests/README.md): or-patterns (`A(t) | B(t)`) and rest patterns
 // (`(first, .., last)`, `[first, .., last]`) in `let`, `match` and
 // destructuring assignment, which the old check followed wrongly. Each
 // binding has the element's type: a `Saved<Tensor>` (or a reference to

@@ -1,4 +1,4 @@
-// Round 3 (issue 39): run-time policies. The output of `region [p]` and of
+// Adversarial round three (ui-tests/README.md): run-time policies. The output of `region [p]` and of
 // `auto` is a `Saved<Tensor>` whatever policy runs (the compiler cannot
 // know it), like a `save` output. Fix: `needs`
 // (ui-tests/pass/round3_fixes_more.rs, `policies`).

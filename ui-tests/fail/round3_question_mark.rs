@@ -1,4 +1,4 @@
-// Round 3 (issue 39): `?` and `let .. else` on save outputs. `?` on an
+// Adversarial round three (ui-tests/README.md): `?` and `let .. else` on save outputs. `?` on an
 // `Option<Saved<Tensor>>` gives the `Saved<Tensor>`; the fallible tensor
 // methods (`f_*`) are not methods of it either. Fix: `needs`
 // (ui-tests/pass/round3_fixes_more.rs, `question_mark`).

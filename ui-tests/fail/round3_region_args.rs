@@ -1,4 +1,4 @@
-// Round 3 (issue 39): save outputs inside a container that is no region
+// Adversarial round three (ui-tests/README.md): save outputs inside a container that is no region
 // argument (a map, an `Rc`): a region opens save outputs given directly,
 // by reference, or in an `Option`, slice, array or `Vec` only (docs/dsl.md,
 // T3), and refuses the rest with the `RegionArg` message. Fix: pass the

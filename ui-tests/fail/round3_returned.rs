@@ -1,4 +1,4 @@
-// Round 3 (issue 39): save outputs that leave a function or a closure
+// Adversarial round three (ui-tests/README.md): save outputs that leave a function or a closure
 // other than through the checkpoint's return. Only a checkpoint's return
 // positions unwrap them (names, tuples of names, `remat!(..)`, through
 // blocks, `if` and `match`: docs/dsl.md, T4): a helper's, a closure's

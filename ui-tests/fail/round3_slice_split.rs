@@ -1,4 +1,4 @@
-// Round 3 (issue 39): a slice method with a tensor method's name. The old
+// Adversarial round three (ui-tests/README.md): a slice method with a tensor method's name. The old
 // check took `parts.split(..)` on a `Vec` of save outputs for
 // `Tensor::split`, a view; it is `<[T]>::split`, whose groups hold the save
 // outputs themselves, `Saved<Tensor>`s. Fix: `needs(group)` where a group

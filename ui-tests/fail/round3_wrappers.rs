@@ -1,4 +1,4 @@
-// Round 3 (issue 39): save outputs in user structs, `Rc`, `RefCell` and
+// Adversarial round three (ui-tests/README.md): save outputs in user structs, `Rc`, `RefCell` and
 // `Box`, read through them: each derefs to the `Saved<Tensor>` it holds,
 // which has no tensor methods, no operators, no comparison and no
 // `Display`. Fix: `needs(&holder.field)` (ui-tests/pass/round3_fixes_more.rs,

@@ -1,5 +1,5 @@
 // Causal self-attention with a fused QKV projection, as model code writes
-// it (issue 39): the projection is a `save` region, and its output is split
+// it: the projection is a `save` region, and its output is split
 // into q, k and v (`chunk`) and into heads (`view`, `transpose`), views that
 // are `Saved<Tensor>`s too (docs/dsl.md, T5). `forward` passes the heads to
 // regions, which open them (T3): no mark. `forward_bare` reads them in bare

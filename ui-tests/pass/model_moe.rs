@@ -1,4 +1,4 @@
-// Mixture-of-experts routing, as model code writes it (issue 39): the
+// Mixture-of-experts routing, as model code writes it: the
 // router's logits are a `save` output that routing reads (`needs`), each
 // expert's tokens are gathered with `index_select`, run in a `save` region
 // named after the expert, and scattered back with `index_add`; an expert

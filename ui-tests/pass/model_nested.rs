@@ -1,5 +1,5 @@
 // Nested checkpoints that return their save outputs, as model code writes
-// them (issue 39): a block's `#[checkpoint]` forward calls a
+// them: a block's `#[checkpoint]` forward calls a
 // `#[checkpoint]` attention that returns two save outputs (the caller
 // receives tensors, docs/dsl.md T4, and the runtime asks the outer
 // checkpoint to keep them, docs/semantics.md K8), and a runtime-API

@@ -1,4 +1,4 @@
-// One block body for every policy, as model code writes it (issue 39):
+// One block body for every policy, as model code writes it:
 // `region [p]` over each `Policy` (`Save`, `Recompute`, `Auto`, `Offload`)
 // for each of two regions, and `auto` regions and an `auto` checkpoint
 // under policy tables that save, recompute, offload or switch the

@@ -1,5 +1,5 @@
 // A residual stack whose layers loop inside one checkpoint, as model code
-// writes it (issue 39): frozen layers are skipped with a labelled
+// writes it: frozen layers are skipped with a labelled
 // `continue`; each layer's attention is a `save` region named after the
 // layer, marked because the residual add reads it, and its MLP a
 // `recompute` region in a `remat!` nested in the layer's `remat!` block

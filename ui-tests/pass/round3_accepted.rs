@@ -1,4 +1,4 @@
-// Round 3 (issue 39): programs that try to make bare code read a save
+// Adversarial round three (ui-tests/README.md): programs that try to make bare code read a save
 // output during recomputation and that rustc accepts as written, because
 // what they do with it is safe: metadata and `Debug`, a metadata branch,
 // laundering it through a `recompute` region (which asks for it), a

@@ -1,5 +1,5 @@
-// Round 3 (issue 39): the fix a user applies to each refused program of
-// ui-tests/fail/round3_*.rs for the classes the issue lists (a `needs`, or
+// Adversarial round three (ui-tests/README.md): the fix a user applies to each refused program of
+// ui-tests/fail/round3_*.rs for the classes of shape the old analysis let through (a `needs`, or
 // passing the save output to a region), compiled and run. Each runs under a
 // checkpoint with strict recomputation (every save output not asked for is
 // a placeholder), and gives bitwise the gradients of the same body run

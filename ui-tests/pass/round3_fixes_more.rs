@@ -1,4 +1,4 @@
-// Round 3 (issue 39): the fix a user applies to each refused program of
+// Adversarial round three (ui-tests/README.md): the fix a user applies to each refused program of
 // ui-tests/fail/round3_*.rs for the other classes (closures, `?`,
 // collections, `mem`, copies, generic helpers, nested checkpoints, region
 // arguments, run-time policies, macros, returns, wrappers, `Option` and

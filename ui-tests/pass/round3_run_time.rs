@@ -1,4 +1,4 @@
-// Round 3 (issue 39): programs rustc accepts whose mistake only the
+// Adversarial round three (ui-tests/README.md): programs rustc accepts whose mistake only the
 // runtime sees, each failing loudly, naming what went wrong:
 // - a `needs` reached only during recomputation (docs/dsl.md, T8): the
 //   forward asked for nothing, so the read after it reads a placeholder;
@@ -8,8 +8,8 @@
 //   (`Saved` is not `Send`, but a thread-local needs no `Send`): the value
 //   recomputation left there is a placeholder, and marking it later keeps
 //   nothing, so reading it fails, after backward or during another
-//   checkpoint's recomputation (a hole in the types, found by issue 39's
-//   round three);
+//   checkpoint's recomputation (a hole in the types, found by
+//   the third adversarial round);
 // - the runtime API's untyped `Region::call` (kept for run-time policies
 //   and old code) with `Policy::Save`: its output is a plain tensor, which
 //   bare code reads unasked (the typed call is `call_saved`);
