@@ -4,9 +4,9 @@
 //!
 //! ```text
 //! let __remat_a0 = &h;                    // arguments first, as bare code
-//! let __remat_a0 = ::remat::__private::arg(__remat_a0);
+//! let __remat_a0 = ::remat::__private::arg({ __remat_a0 });
 //! let __remat_a1 = mask;
-//! let __remat_a1 = ::remat::__private::arg(__remat_a1);
+//! let __remat_a1 = ::remat::__private::arg({ __remat_a1 });
 //! let attn = ::remat::region("attention", ::remat::Policy::Save).call_saved(
 //!     (__remat_a0, __remat_a1),
 //!     |(__remat_a0, __remat_a1,)| self.attention.forward(__remat_a0, __remat_a1),

@@ -55,7 +55,7 @@ pub struct Opaque<T>(pub T);
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a region's input",
     label = "not a tensor, a number, a string, or a collection of them",
-    note = "a save output (`Saved<..>`) is an input of a region written with `remat!`; with `Region::call`, mark it first: `remat::needs(&x)`",
+    note = "a save output (`Saved<..>`) is a region's input alone, or in a tuple of `remat::io::Arg`s: `(Arg(&x), Arg(&attn))`, as `remat!` writes it",
     note = "wrap anything else in `remat::Opaque(..)`, or implement `remat::io::RegionInput` for a type of yours that holds tensors"
 )]
 pub trait RegionInput {

@@ -21,12 +21,12 @@ use syn::{token, Attribute, Expr, Ident, Token};
 
 use crate::ast::{Invocation, NeedsStmt, Region, RegionStmt, ScopeStmt, Stmt};
 use crate::errors::{parse_to_end, push_error};
-use crate::gone_attr;
 use crate::parse::lookahead::{classify, parse_let_head, Kind};
 use crate::parse::region::{parse_name, parse_region, REGION_FORM};
 
 /// Parses the input of one `remat!` invocation. Malformed statements are
-/// skipped and reported, so that the rest still parses and expands: the returned error (if any) lists every malformed statement.
+/// skipped and reported, so that the rest still parses and expands: the
+/// returned error (if any) lists every malformed statement.
 pub(crate) fn parse_invocation(tokens: TokenStream) -> (Invocation, Option<syn::Error>) {
     let expr_form = |input: ParseStream| {
         let region = parse_region(input)?;
@@ -128,7 +128,7 @@ fn parse_stmt(
             }
         }
         Kind::Region | Kind::LetRegion => {
-            let attrs = gone_attr::refuse(input.call(Attribute::parse_outer)?)?;
+            let attrs = input.call(Attribute::parse_outer)?;
             let pat = match kind {
                 Kind::LetRegion => Some(parse_let_head(input)?),
                 _ => None,
@@ -139,13 +139,11 @@ fn parse_stmt(
         }
         Kind::Needs => {
             // The statement is `let`s: `#[cfg(..)]` and lints apply to each.
-            let attrs = gone_attr::refuse(input.call(Attribute::parse_outer)?)?;
-            let mut stmt = parse_needs(input)?;
-            stmt.attrs = attrs;
-            Ok(Stmt::Needs(stmt))
+            let attrs = input.call(Attribute::parse_outer)?;
+            parse_needs(input, attrs).map(Stmt::Needs)
         }
         Kind::Scope => {
-            let attrs = gone_attr::refuse(input.call(Attribute::parse_outer)?)?;
+            let attrs = input.call(Attribute::parse_outer)?;
             if let Some(attr) = attrs.first() {
                 return Err(syn::Error::new_spanned(
                     attr,
@@ -182,7 +180,7 @@ fn expect_semi(input: ParseStream, region: &Region) -> syn::Result<()> {
 /// docs/dsl.md, rule T2: the statement rebinds each name to its marked
 /// value, so it takes local names; anything else is marked where it is read,
 /// with the expression form.
-fn parse_needs(input: ParseStream) -> syn::Result<NeedsStmt> {
+fn parse_needs(input: ParseStream, attrs: Vec<Attribute>) -> syn::Result<NeedsStmt> {
     const FORM: &str = "`needs x;` or `needs x, y;`";
     let needs = input.call(Ident::parse_any)?;
     let mut names = Vec::new();
@@ -190,12 +188,13 @@ fn parse_needs(input: ParseStream) -> syn::Result<NeedsStmt> {
         let expr: Expr = input
             .parse()
             .map_err(|error| syn::Error::new(error.span(), format!("{error}; expected {FORM}")))?;
+        let name = |e: &Expr| match e {
+            Expr::Path(path) if path.qself.is_none() => path.path.get_ident().cloned(),
+            _ => None,
+        };
         match &expr {
-            Expr::Path(path) if path.qself.is_none() && path.path.get_ident().is_some() => {
-                names.push(path.path.get_ident().cloned().expect("checked above"));
-            }
-            Expr::Reference(r) if matches!(&*r.expr, Expr::Path(p) if p.path.get_ident().is_some()) =>
-            {
+            _ if name(&expr).is_some() => names.extend(name(&expr)),
+            Expr::Reference(r) if name(&r.expr).is_some() => {
                 let name = crate::ast::compact(&quote::ToTokens::to_token_stream(&r.expr));
                 return Err(syn::Error::new_spanned(
                     &expr,
@@ -228,7 +227,7 @@ fn parse_needs(input: ParseStream) -> syn::Result<NeedsStmt> {
     }
     input.parse::<Token![;]>()?;
     Ok(NeedsStmt {
-        attrs: Vec::new(),
+        attrs,
         needs,
         names,
     })

@@ -12,7 +12,6 @@ use crate::checkpointing::ask::{ask, asked};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::policy::Policy;
-use crate::checkpointing::save_region::persist::persist;
 use crate::checkpointing::save_region::{forward as save_forward, serve as save_serve};
 use crate::diagnostics::timing::{since_start, DeviceTimer, RegionCall};
 use crate::diagnostics::trace;
@@ -270,12 +269,10 @@ impl Region {
         let _running = frame::enter_region(self.name.clone());
         match (phase, policy) {
             (Phase::Forward, Policy::Recompute) => {
-                // docs/semantics.md, rule K2: a Recompute region asks for the Save outputs
-                // (and views of them) it receives.
-                persist(&state.persist, &inputs)?;
-                // An input from an outer checkpoint's `Save` region is read
-                // in that checkpoint's replay too: ask it as well.
-                ask(&inputs, true)?;
+                // docs/semantics.md, rules K2 and K8: a Recompute region asks for the
+                // Save outputs (and views of them) it receives, of its own checkpoint
+                // (the innermost) and of those around it whose forward is running.
+                ask(&inputs, false)?;
                 let parts = crate::parts::into_parts(body(inputs));
                 // docs/semantics.md, rule R6: no fresh leaves as outputs.
                 save_forward::reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
