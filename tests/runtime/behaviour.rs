@@ -196,6 +196,21 @@ fn saved_inputs_and_views_of_them_are_rebuilt_and_gradients_stay_exact() {
 }
 
 #[test]
+// docs/semantics.md, rules C6 and S3: with no holder to start it (the bare
+// `* 2` saves nothing), the unpack of a rebuilt save starts recomputation.
+fn a_rebuilt_save_starts_recomputation_when_it_is_unpacked_first() {
+    let body = |x: &Tensor| {
+        let h = x * 2.0;
+        region("square", Policy::Save).call(&h, |h| h * h)
+    };
+    let x = input();
+    let y = checkpoint("c").call(&x, move |x| body(&x));
+    let g = grad_of(&x, &y.sum(Kind::Float));
+    let x2 = input();
+    assert_bitwise(&g, &grad_of(&x2, &body(&x2).sum(Kind::Float)), "gradient");
+}
+
+#[test]
 // docs/semantics.md, rule R4 (E4).
 fn an_inner_save_in_a_save_is_inert_and_an_inner_recompute_errors() {
     let x = input();

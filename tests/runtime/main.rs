@@ -13,5 +13,6 @@ mod gradients;
 mod memory;
 mod offload;
 mod options;
+mod outputs;
 mod rules;
 mod threads;

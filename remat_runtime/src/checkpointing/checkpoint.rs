@@ -2,14 +2,15 @@
 //!
 //! The forward saves the inputs through a node (so replay reads them back
 //! from autograd), runs the closure with every save packed into an empty
-//! holder (`holder`), and passes the outputs through a boundary node whose
-//! backward starts the replay (`replay`).
+//! holder (`holder`), and returns the outputs as the closure computed them:
+//! the first unpack of a holder (or of a rebuilt save) starts the replay
+//! (`recompute`).
 //!
 //! Invariant: whatever the forward pushes (hooks, frame) is popped by guards,
 //! also when the closure panics; with grad mode off the closure simply runs.
 //!
 //! docs/semantics.md rules kept here: C1 (inputs saved on a node), C4 (plain
-//! runs), C9 (the boundary), C10 (outputs), C11 (errors on the forward), H2
+//! runs), C9 (no boundary), C10 (outputs), C11 (errors on the forward), H2
 //! (the entry snapshot), T4 (which saved-tensor pair), P5 (strict by
 //! default from the environment), C18 (whether replay may stop early).
 
@@ -409,17 +410,12 @@ impl Checkpoint {
             // the user's pair (kind CheckpointInput) when there is one.
             nodes::save_inputs(&saved)?
         };
-        // docs/semantics.md, rule C9: every output that requires grad goes through a
-        // boundary, on the forward and in every recomputation.
+        // docs/semantics.md, rule C9: the outputs are the tensors the closure
+        // computed, in each other's graph as it built them.
         let erased: Body = Box::new(move |flat| {
             // docs/semantics.md, rules K5 and K8: the checkpoint's own save
             // outputs leave unasked; the checkpoints around it are asked.
-            let out = returned_inside(body(owned(flat))).into_parts();
-            // Also on replay, where their zero-element markers are no
-            // holders (rule C17: a stopped replay never gets here).
-            out.into_iter()
-                .map(|t| t.map(|t| nodes::boundary(t).unwrap_or_else(|e| panic!("{e}"))))
-                .collect()
+            returned_inside(body(owned(flat))).into_parts()
         });
         let kept_inputs = saved
             .iter()

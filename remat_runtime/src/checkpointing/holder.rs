@@ -13,8 +13,8 @@
 use crate::bridge::{graph_task_id, HookPair, Payload, SaveSite};
 use crate::checkpointing::checkpoint_state::{CheckpointState, HolderSlot};
 use crate::checkpointing::frame;
-use crate::checkpointing::nodes;
 use crate::checkpointing::recompute::replay_if_needed;
+use crate::checkpointing::save_region::pack::is_rebuilt;
 use crate::diagnostics::timing;
 use crate::sync::lock;
 use std::any::Any;
@@ -42,13 +42,12 @@ pub(crate) fn current_task() -> i64 {
 }
 
 /// A save of a `Save` body, packed by that body's pair (which unpacks it).
-struct Delegated(Arc<dyn HookPair>, Payload);
-
-/// A boundary's zero-element marker, kept as is: unpacking it starts the
-/// replay, but the replay need not reach the boundary to give it back.
-struct Marker {
-    state: Arc<CheckpointState>,
-    value: Tensor,
+/// A save rebuilt from a recomputed input (S3) also holds its checkpoint,
+/// whose recomputation its unpack starts.
+struct Delegated {
+    pair: Arc<dyn HookPair>,
+    payload: Payload,
+    rebuilt_in: Option<Arc<CheckpointState>>,
 }
 
 /// The checkpoint's hook on the forward: every save becomes an empty holder,
@@ -64,20 +63,18 @@ impl HookPair for ForwardHooks {
     /// (not billed as activations) and names the saving node.
     fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         let state = &self.0;
-        // docs/semantics.md, rules C9 and C17: the marker is no holder.
-        if nodes::is_marker() {
-            return Ok(Box::new(Marker {
-                state: state.clone(),
-                value: tensor,
-            }));
-        }
         if let Some(call) = &state.profile {
             timing::note_saved(call, &tensor);
         }
         // docs/semantics.md, rule S1: the saves of a running Save body stay resident.
         if let Some(pair) = frame::save_pack_of(state) {
             let payload = pair.pack_saved(tensor, site)?;
-            return Ok(Box::new(Delegated(pair, payload)));
+            let rebuilt_in = is_rebuilt(&*payload).then(|| state.clone());
+            return Ok(Box::new(Delegated {
+                pair,
+                payload,
+                rebuilt_in,
+            }));
         }
         if let Some(call) = &state.profile {
             // Where an early-stopped replay may end, for the planner.
@@ -98,13 +95,13 @@ impl HookPair for ForwardHooks {
     }
 
     fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
-        if let Some(Delegated(pair, inner)) = payload.downcast_ref::<Delegated>() {
-            return pair.unpack(&**inner);
-        }
-        if let Some(Marker { state, value }) = payload.downcast_ref::<Marker>() {
-            // docs/semantics.md, rule C6: the boundary's unpack starts the replay.
-            replay_if_needed(state, current_task()).map_err(|e| e.to_string())?;
-            return Ok(value.shallow_clone());
+        if let Some(saved) = payload.downcast_ref::<Delegated>() {
+            // docs/semantics.md, rules C6 and S3: a rebuilt save is there once
+            // recomputation reached its skipped region.
+            if let Some(state) = &saved.rebuilt_in {
+                replay_if_needed(state, current_task()).map_err(|e| e.to_string())?;
+            }
+            return saved.pair.unpack(&*saved.payload);
         }
         let holder = payload
             .downcast_ref::<Holder>()

@@ -1,6 +1,7 @@
-//! The two autograd nodes the runtime adds to graphs: the input saver
-//! (docs/semantics.md, rule C1) and the boundary (rule C9); and the identity
-//! a served value requiring grad goes through (rule P2).
+//! The autograd node the runtime adds to graphs, the input saver
+//! (docs/semantics.md, rule C1), and the identity a served value requiring
+//! grad goes through (rule P2). A checkpoint's outputs get no node of their
+//! own (rule C9).
 
 use crate::bridge::{attach_node, no_grad, served_value, NodeBackward, SavedAccess};
 use crate::error::Result;
@@ -23,7 +24,6 @@ impl NodeBackward for SaveInputs {
 
 thread_local! {
     static SAVING_INPUTS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static MARKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Marks this thread as saving a checkpoint's inputs until dropped, so that
@@ -60,49 +60,6 @@ pub(crate) fn save_inputs(inputs: &[&Tensor]) -> Result<Tensor> {
         &mut out,
         inputs,
     )?;
-    Ok(out.pop().expect("one output"))
-}
-
-/// Whether the save being packed now is a boundary's marker: a checkpoint
-/// keeps it as is (it has no data) instead of making it a holder, so that a
-/// replay never has to run on to the boundary to refill it (rule C17).
-pub(crate) fn is_marker() -> bool {
-    MARKING.with(|m| m.get())
-}
-
-/// At the checkpoint's output: its backward is what backward reaches first in
-/// the region, and it unpacks a zero-element saved tensor, which starts the
-/// replay before any other saved tensor of the region is needed.
-struct Boundary;
-
-impl NodeBackward for Boundary {
-    fn backward(
-        &mut self,
-        saved: &SavedAccess<'_>,
-        grads: Vec<Tensor>,
-    ) -> Result<Vec<Option<Tensor>>, String> {
-        let _replayed = saved.get(0).map_err(|e| e.to_string())?;
-        Ok(grads.into_iter().map(Some).collect())
-    }
-}
-
-/// `t` passed through a [`Boundary`] node (unchanged when it needs no grad).
-pub(crate) fn boundary(t: Tensor) -> Result<Tensor> {
-    if !t.requires_grad() {
-        return Ok(t);
-    }
-    let marker = Tensor::empty([0], (t.kind(), t.device()));
-    let mut out = vec![no_grad(|| t.view_as(&t))];
-    let was = MARKING.with(|m| m.replace(true));
-    let attached = attach_node(
-        Box::new(Boundary),
-        "CheckpointBoundary",
-        &[&t],
-        &mut out,
-        &[&marker],
-    );
-    MARKING.with(|m| m.set(was));
-    attached?;
     Ok(out.pop().expect("one output"))
 }
 

@@ -19,7 +19,6 @@ use crate::bridge::{grad_fn_saved, AutocastState, GradModeGuard, HookPair, Paylo
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::{StopState, STOP};
 use crate::checkpointing::frame::{self, Phase};
-use crate::checkpointing::nodes;
 use crate::diagnostics::timing::ReplayTimer;
 use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::hooks::saved_tensors::SavedTensorsHooks;
@@ -205,10 +204,6 @@ struct ReplayHooks {
 
 impl HookPair for ReplayHooks {
     fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
-        // docs/semantics.md, rules C9 and C17: markers are no holders.
-        if nodes::is_marker() {
-            return Ok(Box::new(()));
-        }
         let mut inner = lock(&self.state.inner);
         // docs/semantics.md, rule C17: once stopped (or with nothing left to
         // rebuild), every save fails, which ends the op saving it.

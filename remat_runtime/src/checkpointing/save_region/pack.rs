@@ -52,6 +52,14 @@ enum Saved {
     },
 }
 
+/// Whether `payload` (packed by a `Save` body's pair) is a save rebuilt from
+/// a recomputed input: its unpack needs the checkpoint's recomputation first.
+// docs/semantics.md, rules C6 and S3: with no boundary node to start
+// recomputation, the unpack of a rebuilt save starts it, as a holder's does.
+pub(crate) fn is_rebuilt(payload: &(dyn Any + Send)) -> bool {
+    matches!(payload.downcast_ref::<Saved>(), Some(Saved::Rebuilt { .. }))
+}
+
 /// A record packs its `Save` body's saves (instead of the checkpoint's
 /// holders).
 impl HookPair for SaveRecord {
