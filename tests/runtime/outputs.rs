@@ -49,7 +49,7 @@ fn run(way: Way, x: &Tensor, w: &Tensor, body: fn(Tensor) -> Vec<Tensor>) -> Vec
             .early_stop(early_stop)
             .call(x, move |x| body(middle(&x))),
         Way::Region(policy) => checkpoint("c").call(x, move |x| {
-            let h = region("h", policy).call_saved(&x, |x| middle(x));
+            let h = region("h", policy).call_saved(&x, &middle);
             body(remat::needs(h))
         }),
     }
