@@ -27,13 +27,13 @@ fn tail_runs(ckpt: Checkpoint) -> usize {
 // docs/semantics.md, rule C18: the environment's default, the process-wide
 // switch over it, and a checkpoint's own choice over both.
 fn the_environment_and_the_global_switch_set_the_default_and_a_checkpoint_wins() {
-    std::env::set_var("REMAT_EARLY_STOP", "off");
-    assert!(!checkpoint_early_stop(), "REMAT_EARLY_STOP=off");
-    assert_eq!(tail_runs(checkpoint("env")), 2);
-    assert_eq!(tail_runs(checkpoint("own").early_stop(true)), 1);
+    std::env::set_var("REMAT_EARLY_STOP", "on");
+    assert!(checkpoint_early_stop(), "REMAT_EARLY_STOP=on");
+    assert_eq!(tail_runs(checkpoint("env")), 1);
+    assert_eq!(tail_runs(checkpoint("own").early_stop(false)), 2);
     // Read once: changing the variable later changes nothing.
-    std::env::set_var("REMAT_EARLY_STOP", "1");
-    assert!(!checkpoint_early_stop());
+    std::env::set_var("REMAT_EARLY_STOP", "0");
+    assert!(checkpoint_early_stop());
 
     set_checkpoint_early_stop(true);
     assert!(checkpoint_early_stop());

@@ -33,6 +33,7 @@
 
 mod accuracy;
 mod allocator;
+mod early_stop;
 mod extras;
 mod pareto;
 mod planner;
@@ -48,7 +49,7 @@ use report::{Machine, Results};
 use std::path::PathBuf;
 use std::process::Command;
 
-fn config_by_name(name: &str) -> Option<Config> {
+pub fn config_by_name(name: &str) -> Option<Config> {
     match name {
         "small" => Some(SMALL),
         "medium" => Some(MEDIUM),
@@ -184,13 +185,14 @@ fn main() {
         Some("planner") => planner_only(&args[1..]),
         Some("steps") => steps_only(&args[1..]),
         Some("extras") => extras::extras(&args[1..]),
+        Some("early-stop") => early_stop::early_stop(&args[1..]),
         // `cargo test --all-targets` runs every bench without arguments:
         // the benchmark is `cargo xtask bench`'s, not the test suite's.
         None => {
             println!("perf: run by `cargo xtask bench` (nothing to do without arguments)");
             Ok(())
         }
-        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | steps <config> <rounds> --python PY --script FILE | planner [--quick] [--config small|medium] --out FILE".into()),
+        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | steps <config> <rounds> --python PY --script FILE | early-stop <config> <rounds> | planner [--quick] [--config small|medium] --out FILE".into()),
     };
     if let Err(e) = result {
         eprintln!("bench: error: {e}");

@@ -148,7 +148,9 @@ thread_local! {
 /// Runs `f`, catching a panic without the panic hook printing it: the
 /// caller turns it into an `Err` that carries the message, so the report on
 /// stderr (with a backtrace, often from deep inside a replay in backward)
-/// would only be noise. Other threads' panics print as usual.
+/// would only be noise. Other threads' panics print as usual, and so does
+/// every panic in a build with `panic = "abort"`, where nothing catches it
+/// and its message is the last thing the process says.
 pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
@@ -159,8 +161,9 @@ pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> 
             }
         }));
     });
-    QUIET.with(|q| q.set(q.get() + 1));
+    let quiet = u32::from(cfg!(panic = "unwind"));
+    QUIET.with(|q| q.set(q.get() + quiet));
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    QUIET.with(|q| q.set(q.get() - 1));
+    QUIET.with(|q| q.set(q.get() - quiet));
     out
 }

@@ -72,14 +72,26 @@ fn the_ops_after_the_last_save_run_once_with_early_stop_and_twice_without() {
 }
 
 #[test]
-// docs/semantics.md, rule C18: on by default, off per checkpoint.
-fn early_stop_is_on_unless_the_checkpoint_turns_it_off() {
+// docs/semantics.md, rule C18: off by default (the stop unwinds through
+// the closure, which the user must ask for), on per checkpoint.
+fn early_stop_is_off_unless_the_checkpoint_asks_for_it() {
     let x = input();
     let (tail, t) = (counter(), counter());
     let t2 = t.clone();
     let y = checkpoint("default").call(&x, move |x| body_with_a_tail(x, &t2));
     y.sum(Kind::Float).backward();
-    assert_eq!(t.load(SeqCst), 3);
+    assert_eq!(
+        t.load(SeqCst),
+        6,
+        "the default: the replay runs the tail again"
+    );
+    let t2 = t.clone();
+    t.store(0, SeqCst);
+    let y = checkpoint("asked")
+        .early_stop(true)
+        .call(&x, move |x| body_with_a_tail(x, &t2));
+    y.sum(Kind::Float).backward();
+    assert_eq!(t.load(SeqCst), 3, "asked for: the forward's ops only");
     // Strict recomputation runs the whole closure, even when asked to stop.
     let t = tail.clone();
     let y = checkpoint("strict")
@@ -321,7 +333,7 @@ fn a_failure_in_the_stopped_tail_never_surfaces() {
 // still reported (here the metadata check, E9).
 fn an_error_before_the_stop_is_still_reported() {
     let x = input();
-    let y = checkpoint("shapes").call(&x, |x| {
+    let y = checkpoint("shapes").early_stop(true).call(&x, |x| {
         let x = if is_recomputing() {
             x.repeat([2, 1])
         } else {
@@ -345,7 +357,7 @@ fn a_save_whose_node_is_gone_is_not_waited_for() {
     let tail = counter();
     let t = tail.clone();
     let x = input();
-    let y = checkpoint("dropped").call(&x, move |x| {
+    let y = checkpoint("dropped").early_stop(true).call(&x, move |x| {
         let h = x.sin();
         let out = tail_op(&t, || &h * 2.0);
         // `exp` saves its output, but nothing keeps this node alive.
@@ -365,7 +377,7 @@ fn a_save_whose_node_is_gone_is_not_waited_for() {
 fn every_backward_of_a_retained_graph_stops_and_a_closure_without_saves_never_replays() {
     let (runs, x) = (counter(), input());
     let r = runs.clone();
-    let y = checkpoint("retained").call(&x, move |x| {
+    let y = checkpoint("retained").early_stop(true).call(&x, move |x| {
         let h = x.sin();
         tail_op(&r, || &h * 2.0)
     });
@@ -399,7 +411,7 @@ fn a_stopped_replay_leaves_the_threads_state_as_it_was() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     let y = autocast(Device::Cpu, Kind::BFloat16, || {
-        checkpoint("ambient").call(&x, move |x| {
+        checkpoint("ambient").early_stop(true).call(&x, move |x| {
             s.lock().unwrap().push((
                 is_recomputing(),
                 grad_enabled(),
@@ -426,4 +438,84 @@ fn a_stopped_replay_leaves_the_threads_state_as_it_was() {
         "the replay ran under the forward's autocast"
     );
     assert!(seen[1].2.is_some());
+}
+
+/// A layer behind a `std::sync::Mutex`, as tch users share a module
+/// between closures, and a step that runs it in a checkpoint whose closure
+/// holds the guard across every op (the stop, when there is one, lands
+/// while it is held): the loss and the weight's gradient.
+fn locked_step(layer: &Arc<Mutex<Tensor>>, x: &Tensor, early_stop: Option<bool>) -> (f64, Tensor) {
+    let shared = layer.clone();
+    let mut ckpt = checkpoint("locked");
+    if let Some(on) = early_stop {
+        ckpt = ckpt.early_stop(on);
+    }
+    let y = ckpt.call(x, move |x| {
+        let w = shared.lock().expect("the layer's mutex is not poisoned");
+        let h = x.matmul(&w).tanh(); // the last save
+        (&h * 2.0 + 1.0).neg() // the tail, under the guard
+    });
+    let loss = y.sum(Kind::Float);
+    backward_with(&loss, false).unwrap();
+    let w = layer.lock().expect("the layer's mutex is not poisoned");
+    let grad = w.grad().copy();
+    let _ = w.grad().zero_();
+    (f64::try_from(&loss).unwrap(), grad)
+}
+
+#[test]
+// docs/semantics.md, rule C18: early stop is off unless asked for, so a
+// closure holding a `Mutex` guard trains step after step with the defaults
+// (an early stop unwinds through the closure, which poisons the mutex),
+// bitwise as without checkpoints.
+fn a_closure_holding_a_mutex_guard_trains_for_several_steps_with_the_defaults() {
+    assert!(
+        !remat::autograd::checkpoint_early_stop(),
+        "early stop is off by default (is REMAT_EARLY_STOP set?)"
+    );
+    let w = Tensor::from_slice(&[0.5f32, -0.25, 0.75, 1.0])
+        .view([2, 2])
+        .set_requires_grad(true);
+    let layer = Arc::new(Mutex::new(w));
+    let x = input().detach();
+    for step in 0..4 {
+        let (loss, grad) = locked_step(&layer, &x, None);
+        assert!(
+            !layer.is_poisoned(),
+            "step {step} poisoned the layer's mutex"
+        );
+        let w = layer.lock().unwrap();
+        let w0 = w.detach().set_requires_grad(true);
+        let loss0 = (x.matmul(&w0).tanh() * 2.0 + 1.0).neg().sum(Kind::Float);
+        loss0.backward();
+        assert_eq!(loss, f64::try_from(&loss0).unwrap(), "step {step}: loss");
+        assert_bitwise(&grad, &w0.grad(), &format!("step {step}: gradient"));
+        // An SGD step, so that every step trains a new weight.
+        tch::no_grad(|| {
+            let _ = w.shallow_clone().f_sub_(&(&grad * 0.1)).unwrap();
+        });
+    }
+}
+
+#[test]
+// docs/semantics.md, rule C18: what the default avoids, and why asking for
+// early stop is the user's call: the stop unwinds through the closure, and
+// a guard held there poisons its mutex.
+fn an_early_stop_asked_for_unwinds_through_the_closure_and_poisons_a_held_guard() {
+    let w = Tensor::from_slice(&[0.5f32, -0.25, 0.75, 1.0])
+        .view([2, 2])
+        .set_requires_grad(true);
+    let layer = Arc::new(Mutex::new(w));
+    let shared = layer.clone();
+    let y = checkpoint("locked")
+        .early_stop(true)
+        .call(input(), move |x| {
+            let w = shared.lock().unwrap();
+            (x.matmul(&w).tanh() * 2.0).neg()
+        });
+    backward_with(&y.sum(Kind::Float), false).unwrap();
+    assert!(layer.is_poisoned());
+    layer.clear_poison();
+    let _ = locked_step(&layer, &input().detach(), Some(false));
+    assert!(!layer.is_poisoned(), "without early stop nothing unwinds");
 }

@@ -64,6 +64,7 @@ fn main() -> ExitCode {
             let outcome = timing::part("libtorch's set-up", setup)
                 .and_then(|_| test())
                 .and_then(|_| timing::part("the training example", test_train_crate))
+                .and_then(|_| timing::part("a panic = \"abort\" crate", test_abort_crate))
                 // The rust-version check installs a second toolchain (minutes
                 // on a fresh machine): `cargo xtask package` runs it, `test`
                 // skips it unless REMAT_MSRV=1.
@@ -610,6 +611,23 @@ fn train_cargo() -> Command {
             repo_root().join("target").join("train_gpt"),
         );
     cmd
+}
+
+/// A user's crate built with `panic = "abort"` (tests/abort_crate):
+/// checkpointed backwards with every switch asking for early stop complete,
+/// since such a build never stops a recomputation (docs/semantics.md, rule
+/// C18). Built as `train_test_cargo` builds (the recipe, opt-level 0), in
+/// the training example's target folder: the same libtorch path, so only
+/// what the abort strategy changes is compiled again.
+fn test_abort_crate() -> Result<()> {
+    let dir = repo_root().join("tests").join("abort_crate");
+    eprintln!(
+        "xtask test: a panic = \"abort\" crate: cargo run --release (in {})",
+        dir.display()
+    );
+    let mut cmd = train_test_cargo();
+    cmd.current_dir(dir).args(["run", "--release", "--locked"]);
+    run(&mut cmd)
 }
 
 /// `train_cargo` for `test`'s checks of the training example: its release

@@ -175,13 +175,19 @@ impl Checkpoint {
     }
 
     /// Whether recomputation stops as soon as it has rebuilt every saved
-    /// tensor the backward can still read (default: yes, unless
-    /// `autograd::set_checkpoint_early_stop(false)` or `REMAT_EARLY_STOP=0` said
-    /// otherwise). Stopped, the closure's code after its last save does not
-    /// run again in backward: its work is not repeated, and neither are its
-    /// side effects (they happen once, on the forward). Turn it off for a
-    /// closure whose tail must run on every recomputation. Strict
-    /// recomputation (`strict_recompute`) always runs the whole closure.
+    /// tensor the backward can still read (default: no, unless
+    /// `autograd::set_checkpoint_early_stop(true)` or `REMAT_EARLY_STOP=1`
+    /// said otherwise). Stopped, the closure's code after its last save does
+    /// not run again in backward: its work is not repeated, and neither are
+    /// its side effects (they happen once, on the forward).
+    ///
+    /// The stop unwinds through the closure, so ask for it only where an
+    /// unwind is harmless: a `std::sync::Mutex` guard the closure holds at
+    /// the stop leaves its mutex poisoned, and state the closure updates in
+    /// steps may be left between two of them. A build with `panic = "abort"`
+    /// never stops early (the unwind would abort it): there this option
+    /// changes nothing. Strict recomputation (`strict_recompute`) always runs
+    /// the whole closure.
     ///
     /// ```
     /// use remat_runtime::checkpoint;
@@ -435,8 +441,10 @@ impl Checkpoint {
             state_hooks: self.state_hooks,
             strict,
             // docs/semantics.md, rule C18: the checkpoint's own choice, else the
-            // process's; strict recomputation runs the whole closure.
-            early_stop: !strict
+            // process's; strict recomputation runs the whole closure, and a
+            // build that cannot unwind never stops.
+            early_stop: early_stop::AVAILABLE
+                && !strict
                 && self
                     .early_stop
                     .unwrap_or_else(early_stop::checkpoint_early_stop),

@@ -1,6 +1,8 @@
 //! Early stop: a recomputation ends as soon as it has rebuilt everything
 //! the backward can still unpack, so the closure's tail after its last
-//! save never runs again.
+//! save never runs again. Off unless asked for, and unavailable under
+//! `panic = "abort"`: the stop unwinds through the user's closure (below),
+//! which poisons a `Mutex` guard it holds and would abort such a build.
 //!
 //! How the stop travels: the replay's pack hook (called from C++ inside an
 //! op) fails with [`STOP`], libtorch raises it as an exception out of that
@@ -42,24 +44,34 @@ pub(crate) fn stop_now() -> ! {
     std::panic::resume_unwind(Box::new(Stopped))
 }
 
+/// Whether this build can stop a recomputation at all: the stop unwinds
+/// through the closure, and a build with `panic = "abort"` (cargo passes the
+/// profile's strategy to every crate it compiles, so this crate sees the
+/// binary's) would abort the process there instead (rule C18).
+pub(crate) const AVAILABLE: bool = cfg!(panic = "unwind");
+
 /// The process-wide switch: 0 as the environment says, 1 on, 2 off.
 static GLOBAL: AtomicU8 = AtomicU8::new(0);
 
 /// Turns early stop on or off for every checkpoint started from now on
-/// that does not say otherwise with `Checkpoint::early_stop` (default: on,
-/// unless the environment variable `REMAT_EARLY_STOP` is `0`, `false`,
-/// `off` or `no`). A checkpoint takes the setting when its forward starts.
+/// that does not say otherwise with `Checkpoint::early_stop` (default: off,
+/// unless the environment variable `REMAT_EARLY_STOP` is `1`, `true`, `on`
+/// or `yes`). A checkpoint takes the setting when its forward starts.
 ///
-/// Turn it off for closures with side effects after their last save that
-/// must happen on every recomputation too (a counter, a print, a write to
-/// a buffer).
+/// Early stop ends a recomputation by unwinding through the closure once
+/// everything backward needs is rebuilt, so the code after the closure's
+/// last save does not run again. Turn it on only for closures that an
+/// unwind cannot hurt: one that holds a `std::sync::Mutex` guard across its
+/// ops leaves the mutex poisoned, and one that updates its own state in
+/// steps may be stopped between them. A build with `panic = "abort"` never
+/// stops early, whatever this says: the unwind would abort the process.
 ///
 /// ```
 /// use remat_runtime::autograd::{checkpoint_early_stop, set_checkpoint_early_stop};
+/// set_checkpoint_early_stop(true);
+/// assert_eq!(checkpoint_early_stop(), cfg!(panic = "unwind"));
 /// set_checkpoint_early_stop(false);
 /// assert!(!checkpoint_early_stop());
-/// set_checkpoint_early_stop(true);
-/// assert!(checkpoint_early_stop());
 /// ```
 pub fn set_checkpoint_early_stop(on: bool) {
     GLOBAL.store(if on { 1 } else { 2 }, Ordering::Relaxed);
@@ -67,29 +79,32 @@ pub fn set_checkpoint_early_stop(on: bool) {
 
 /// Whether a checkpoint that does not say (`Checkpoint::early_stop`) stops
 /// its recomputation early: the last [`set_checkpoint_early_stop`], else the
-/// environment variable `REMAT_EARLY_STOP`, else on.
+/// environment variable `REMAT_EARLY_STOP`, else off; always off in a build
+/// with `panic = "abort"`.
 ///
 /// ```
-/// // On unless REMAT_EARLY_STOP=0 or set_checkpoint_early_stop(false) said otherwise.
+/// // Off unless REMAT_EARLY_STOP=1 or set_checkpoint_early_stop(true) said otherwise.
 /// let _on: bool = remat_runtime::autograd::checkpoint_early_stop();
 /// ```
 pub fn checkpoint_early_stop() -> bool {
-    match GLOBAL.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => from_environment(),
-    }
+    AVAILABLE
+        && match GLOBAL.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => from_environment(),
+        }
 }
 
 /// `REMAT_EARLY_STOP`, read once, in the style of `REMAT_STRICT_RECOMPUTE`.
-// docs/semantics.md, rule C18: the environment variable, read once.
+// docs/semantics.md, rule C18: the environment variable, read once; off
+// unless it says on.
 fn from_environment() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
-        std::env::var("REMAT_EARLY_STOP").map_or(true, |v| {
-            !matches!(
+        std::env::var("REMAT_EARLY_STOP").is_ok_and(|v| {
+            matches!(
                 v.trim().to_ascii_lowercase().as_str(),
-                "0" | "false" | "off" | "no"
+                "1" | "true" | "on" | "yes"
             )
         })
     })
