@@ -22,7 +22,10 @@ fn body(x: &Tensor, w: &Tensor, tails: &AtomicUsize) -> Tensor {
 }
 
 fn main() {
-    assert!(cfg!(panic = "abort"), "this crate is built with panic = \"abort\"");
+    assert!(
+        cfg!(panic = "abort"),
+        "this crate is built with panic = \"abort\""
+    );
     set_checkpoint_early_stop(true);
     assert!(
         !checkpoint_early_stop(),
@@ -33,7 +36,9 @@ fn main() {
         .view([2, 2])
         .set_requires_grad(true);
     let w0 = w.detach().set_requires_grad(true);
-    body(&x, &w0, &AtomicUsize::new(0)).sum(Kind::Float).backward();
+    body(&x, &w0, &AtomicUsize::new(0))
+        .sum(Kind::Float)
+        .backward();
     for asked in [None, Some(true)] {
         let tails = Arc::new(AtomicUsize::new(0));
         let (t, wc) = (tails.clone(), w.shallow_clone());
@@ -44,7 +49,11 @@ fn main() {
         let y = ckpt.call(&x, move |x| body(&x, &wc, &t));
         backward_with(&y.sum(Kind::Float), false).expect("the backward completes");
         // The tail ran on the forward and again on the replay: no stop.
-        assert_eq!(tails.load(SeqCst), 2, "early stop {asked:?}: the tail's runs");
+        assert_eq!(
+            tails.load(SeqCst),
+            2,
+            "early stop {asked:?}: the tail's runs"
+        );
         assert!(
             w.grad().equal(&w0.grad()),
             "early stop {asked:?}: the gradient differs from the model without checkpoints"
