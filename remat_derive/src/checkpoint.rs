@@ -337,6 +337,12 @@ impl Expand {
             .early_stop
             .as_ref()
             .map(|e| quote!(.early_stop(#e)));
+        // docs/semantics.md, rule C16: a body that computes gradients itself.
+        let backward_inside = self
+            .args
+            .backward_inside
+            .as_ref()
+            .map(|e| quote!(.backward_inside(#e)));
         // `auto`: the active plan turns the checkpoint on or off, at run
         // time, inside the runtime (no branch here).
         let auto = self
@@ -346,7 +352,7 @@ impl Expand {
             .map(|auto| quote_spanned!(auto.span()=> .auto()));
         let call = quote! {
             #captures
-            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict #early_stop #auto
+            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict #early_stop #backward_inside #auto
                 .call((#(#inputs,)*), move |(#(#closure_params,)*)| #ret {
                     #rebinds
                     #(#stmts)*
@@ -378,7 +384,7 @@ impl Expand {
     }
 
     /// Whether the attribute's expressions (`name`, `enabled`, `strict`,
-    /// `early_stop`, the state hooks) name `ident`.
+    /// `early_stop`, `backward_inside`, the state hooks) name `ident`.
     fn args_mention(&self, ident: &syn::Ident) -> bool {
         fn mentions(tokens: TokenStream, ident: &syn::Ident) -> bool {
             tokens.into_iter().any(|tree| match tree {
@@ -396,6 +402,7 @@ impl Expand {
             .chain(&args.enabled)
             .chain(&args.strict)
             .chain(&args.early_stop)
+            .chain(&args.backward_inside)
             .chain(&args.state_hooks)
             .any(|expr| mentions(expr.to_token_stream(), ident))
     }

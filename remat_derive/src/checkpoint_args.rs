@@ -5,7 +5,8 @@
 //! #[checkpoint(name = "layers.0")]
 //! #[checkpoint(name = [expr], state_hooks = [expr, ...], determinism = Metadata)]
 //! #[checkpoint(enabled = self.checkpointing, strict = cfg!(test))]
-//! #[checkpoint(early_stop = false)]   // the replay runs the whole body
+//! #[checkpoint(early_stop = true)]    // the replay stops after the last save
+//! #[checkpoint(backward_inside = true)]  // the body computes gradients itself
 //! #[checkpoint(auto)]      // on or off: the active plan decides
 //! ```
 
@@ -27,6 +28,8 @@ pub(crate) struct CheckpointArgs {
     pub strict: Option<Expr>,
     /// `early_stop = EXPR` (a `bool`): `Checkpoint::early_stop`.
     pub early_stop: Option<Expr>,
+    /// `backward_inside = EXPR` (a `bool`): `Checkpoint::backward_inside`.
+    pub backward_inside: Option<Expr>,
     /// `auto`: `Checkpoint::auto()`, the active plan decides whether the
     /// checkpoint is on.
     pub auto: Option<Ident>,
@@ -34,7 +37,7 @@ pub(crate) struct CheckpointArgs {
 
 const OPTIONS: &str = "expected `name = \"...\"`, `name = [expr]`, \
     `state_hooks = [expr, ...]`, `determinism = None|Metadata|Bitwise`, `enabled = EXPR`, \
-    `strict = EXPR`, `early_stop = EXPR` or `auto`";
+    `strict = EXPR`, `early_stop = EXPR`, `backward_inside = EXPR` or `auto`";
 
 impl Parse for CheckpointArgs {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -86,6 +89,7 @@ impl Parse for CheckpointArgs {
                 "enabled" => args.enabled = Some(input.parse()?),
                 "strict" => args.strict = Some(input.parse()?),
                 "early_stop" => args.early_stop = Some(input.parse()?),
+                "backward_inside" => args.backward_inside = Some(input.parse()?),
                 "determinism" => {
                     let value: Ident = input.parse().map_err(|e| {
                         syn::Error::new(e.span(), "expected `None`, `Metadata` or `Bitwise`")

@@ -4,6 +4,7 @@ use remat_reference::testing as common;
 
 mod ambient;
 mod autocast;
+mod backward_inside;
 mod behaviour;
 mod cuda_build;
 mod diagnostics;

@@ -64,6 +64,7 @@ pub struct Checkpoint {
     /// `None`: the process-wide default (`autograd::set_checkpoint_early_stop`,
     /// `REMAT_EARLY_STOP`).
     early_stop: Option<bool>,
+    backward_inside: bool,
 }
 
 /// Whether a checkpoint call checkpoints.
@@ -73,6 +74,16 @@ enum Enabled {
     Off,
     /// As the active plan decides (on without one).
     Auto,
+}
+
+/// Ends the forward of a checkpoint when dropped: after its closure
+/// returned or unwound.
+struct ForwardEnds<'a>(&'a CheckpointState);
+
+impl Drop for ForwardEnds<'_> {
+    fn drop(&mut self) {
+        self.0.end_forward();
+    }
 }
 
 /// Whether strict recomputation is on for checkpoints that do not say: the
@@ -107,6 +118,7 @@ pub fn checkpoint(name: impl Into<String>) -> Checkpoint {
         enabled: Enabled::On,
         strict: None,
         early_stop: None,
+        backward_inside: false,
     }
 }
 
@@ -212,6 +224,46 @@ impl Checkpoint {
     /// ```
     pub fn early_stop(mut self, on: bool) -> Self {
         self.early_stop = Some(on);
+        self
+    }
+
+    /// Whether the closure computes gradients itself (default: no): it calls
+    /// `backward` or `Tensor::run_backward` on values it made, as a gradient
+    /// penalty, a physics-informed loss or an inner step of meta-learning
+    /// does, usually with `create_graph` so that the outer backward
+    /// differentiates through it. Such a backward reads the checkpoint's
+    /// saved tensors while the closure is still running, before anything
+    /// could recompute them: with this option they stay readable until the
+    /// closure returns (holders keep the forward's values that long, and
+    /// `Save` regions keep the saves they would rebuild), and recomputation
+    /// keeps its own graph's saves, which the closure's backward reads again
+    /// on replay. The memory the checkpoint saves is unchanged once the
+    /// closure has returned; while it runs, it holds what a plain closure
+    /// would. Without this option such a backward fails with an error
+    /// naming it.
+    ///
+    /// Gradients taken inside the closure run again on replay: take them
+    /// with `run_backward(.., inputs, ..)` (which returns them), not with a
+    /// `backward` that accumulates into parameters, or guard that with
+    /// `is_recomputing()`.
+    ///
+    /// ```
+    /// use remat_runtime::checkpoint;
+    /// use tch::{Kind, Tensor};
+    ///
+    /// let x = Tensor::from_slice(&[0.5f32, -1.0, 2.0]).set_requires_grad(true);
+    /// // A gradient penalty: d/dx of sum(x^3), squared, differentiated again.
+    /// let penalty = checkpoint("penalty").backward_inside(true).call(&x, |x| {
+    ///     let y = x.pow_tensor_scalar(3).sum(Kind::Float);
+    ///     let g = Tensor::run_backward(&[&y], &[&x], true, true).remove(0);
+    ///     g.pow_tensor_scalar(2).sum(Kind::Float) // sum(9 x^4)
+    /// });
+    /// penalty.backward();
+    /// let expected = x.pow_tensor_scalar(3) * 36.0; // d/dx of 9 x^4
+    /// assert!(x.grad().allclose(&expected, 1e-5, 1e-5, false));
+    /// ```
+    pub fn backward_inside(mut self, on: bool) -> Self {
+        self.backward_inside = on;
         self
     }
 
@@ -443,6 +495,7 @@ impl Checkpoint {
             // docs/semantics.md, rule C18: the checkpoint's own choice, else the
             // process's; strict recomputation runs the whole closure, and a
             // build that cannot unwind never stops.
+            backward_inside: self.backward_inside,
             early_stop: early_stop::AVAILABLE
                 && !strict
                 && self
@@ -460,6 +513,9 @@ impl Checkpoint {
         let parts = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
             let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);
+            // docs/semantics.md, rule C16: from the closure's return (or
+            // unwind) on, backward reaches this checkpoint by recomputing it.
+            let _ended = ForwardEnds(&state);
             // docs/semantics.md, rule H2: the entry snapshot.
             lock(&state.inner).entry_snapshots =
                 snapshot_all(&state.state_hooks).map_err(|m| state.error(m))?;

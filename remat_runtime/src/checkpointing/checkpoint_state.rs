@@ -27,7 +27,7 @@ use crate::hooks::state_hooks::{RecomputeStateHook, Snapshots};
 use crate::sync::lock;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tch::Tensor;
 
@@ -45,6 +45,11 @@ pub(crate) struct CheckpointState {
     /// Replay ends once everything backward can still unpack is rebuilt
     /// (off under strict recomputation).
     pub early_stop: bool,
+    /// The closure computes gradients itself: holders keep their values
+    /// while its forward runs, and replays keep their graph's saves (C16).
+    pub backward_inside: bool,
+    /// The forward's closure has not returned yet.
+    pub forward_running: AtomicBool,
     pub body: Mutex<Body>,
     /// Output of the node that saved the inputs (None when grad was off).
     pub input_saver: Mutex<Option<Tensor>>,
@@ -95,9 +100,30 @@ pub(crate) struct Inner {
 #[derive(Default)]
 pub(crate) struct HolderSlot {
     values: Mutex<HashMap<i64, Option<Tensor>>>,
+    /// The forward's value, detached, while the forward of a checkpoint
+    /// whose closure computes gradients itself runs (C16).
+    forward: Mutex<Option<Tensor>>,
 }
 
 impl HolderSlot {
+    /// A slot that keeps `value` until the forward ends (C16).
+    pub(crate) fn keeping(value: Tensor) -> HolderSlot {
+        HolderSlot {
+            values: Mutex::default(),
+            forward: Mutex::new(Some(value)),
+        }
+    }
+
+    /// The forward's value, while the forward runs (C16).
+    pub(crate) fn forward_value(&self) -> Option<Tensor> {
+        lock(&self.forward).as_ref().map(Tensor::shallow_clone)
+    }
+
+    /// Lets go of the forward's value: the forward ended.
+    pub(crate) fn end_forward(&self) {
+        lock(&self.forward).take();
+    }
+
     pub(crate) fn fill(&self, task: i64, value: Tensor) {
         lock(&self.values).insert(task, Some(value));
     }
@@ -143,6 +169,7 @@ pub(crate) struct StateOptions {
     pub state_hooks: Vec<Arc<dyn RecomputeStateHook>>,
     pub strict: bool,
     pub early_stop: bool,
+    pub backward_inside: bool,
     pub body: Body,
     pub input_saver: Tensor,
     pub present: Vec<bool>,
@@ -164,6 +191,8 @@ impl CheckpointState {
             state_hooks: options.state_hooks,
             strict: options.strict,
             early_stop: options.early_stop,
+            backward_inside: options.backward_inside,
+            forward_running: AtomicBool::new(true),
             body: Mutex::new(options.body),
             input_saver: Mutex::new(Some(options.input_saver)),
             present: options.present,
@@ -205,6 +234,29 @@ impl CheckpointState {
     /// `checkpoint::region`, or the region alone in an unnamed checkpoint.
     pub(crate) fn region_display(&self, region: &str) -> String {
         region_path(self.name.as_deref(), region)
+    }
+
+    /// The forward's closure returned (or unwound): holders let go of the
+    /// values they kept for a backward inside it (C16).
+    pub(crate) fn end_forward(&self) {
+        self.forward_running.store(false, Ordering::SeqCst);
+        if self.backward_inside {
+            let holders: Vec<_> = lock(&self.inner).holders.clone();
+            for slot in holders.iter().filter_map(Weak::upgrade) {
+                slot.end_forward();
+            }
+        }
+    }
+
+    /// E19: a backward inside the closure of a checkpoint that was not told
+    /// (docs/semantics.md, rule C16).
+    pub(crate) fn backward_inside_error(&self) -> Error {
+        self.error(
+            "backward reached this checkpoint's saved tensors while its closure was still \
+             running (a backward inside the closure); call `.backward_inside(true)` on the \
+             checkpoint (`#[checkpoint(backward_inside = true)]`) so that its saves stay \
+             readable until the closure returns",
+        )
     }
 
     pub(crate) fn error(&self, message: impl Into<String>) -> Error {

@@ -84,7 +84,15 @@ impl HookPair for ForwardHooks {
         // docs/semantics.md, rule C3: everything else becomes an empty holder, in
         // save order.
         let index = inner.holders.len();
-        let slot = Arc::new(HolderSlot::default());
+        // docs/semantics.md, rule C16: kept while the forward runs, for a
+        // backward inside the closure (a detached alias, as packed: no cycle
+        // through the node that saves it; autograd puts the save's `grad_fn`
+        // back when it unpacks).
+        let slot = Arc::new(if state.backward_inside {
+            HolderSlot::keeping(tensor.shallow_clone())
+        } else {
+            HolderSlot::default()
+        });
         inner.holders.push(Arc::downgrade(&slot));
         state.determinism.record(&mut inner.forward_saves, &tensor);
         Ok(Box::new(Holder {
@@ -106,6 +114,19 @@ impl HookPair for ForwardHooks {
         let holder = payload
             .downcast_ref::<Holder>()
             .ok_or("remat internal error: foreign payload in a checkpoint holder")?;
+        // docs/semantics.md, rule C16: a backward inside the closure, while
+        // its forward runs, reads the forward's values; without them it
+        // would have to rerun the closure that is running (E19).
+        if holder
+            .state
+            .forward_running
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return holder
+                .slot
+                .forward_value()
+                .ok_or_else(|| holder.state.backward_inside_error().to_string());
+        }
         let task = current_task();
         // docs/semantics.md, rule C6: the first unpack of the task recomputes.
         replay_if_needed(&holder.state, task).map_err(|e| e.to_string())?;

@@ -103,13 +103,7 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
         let mut body = match state.body.try_lock() {
             Ok(body) => body,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                return Err(state.error(
-                    "backward reached this checkpoint's saved tensors while its closure was \
-                     still running (a backward inside the closure); compute that gradient \
-                     outside the checkpoint",
-                ))
-            }
+            Err(std::sync::TryLockError::WouldBlock) => return Err(state.backward_inside_error()),
         };
         // docs/semantics.md, rules C7 and C12: the closure runs (to its end
         // unless it stops early, C17); a panic in it becomes this backward's
@@ -213,6 +207,10 @@ impl HookPair for ReplayHooks {
         }
         let index = inner.replay_count;
         inner.replay_count += 1;
+        // docs/semantics.md, rule C16: a backward inside the closure reads
+        // the replay's own graph, so its saves stay (detached aliases, as
+        // packed); the graph goes when the replay ends.
+        let keep = self.state.backward_inside.then(|| tensor.shallow_clone());
         if index < inner.holders.len() {
             // docs/semantics.md, rule C13: the k-th save is checked against the
             // forward's k-th (Metadata, Bitwise), and fills holder k (C6).
@@ -233,10 +231,13 @@ impl HookPair for ReplayHooks {
             inner.stop.stopped = true;
             return Err(STOP.into());
         }
-        Ok(Box::new(()))
+        Ok(Box::new(keep))
     }
 
-    fn unpack(&self, _: &(dyn Any + Send)) -> Result<Tensor, String> {
-        Err("remat internal error: the replay's own graph was backpropagated".into())
+    fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
+        match payload.downcast_ref::<Option<Tensor>>() {
+            Some(Some(kept)) => Ok(kept.shallow_clone()),
+            _ => Err(self.state.backward_inside_error().to_string()),
+        }
     }
 }

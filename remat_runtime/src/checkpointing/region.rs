@@ -12,7 +12,9 @@ use crate::checkpointing::ask::{ask, asked};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::policy::Policy;
-use crate::checkpointing::save_region::{forward as save_forward, serve as save_serve};
+use crate::checkpointing::save_region::{
+    forward as save_forward, rerun as save_rerun, serve as save_serve,
+};
 use crate::diagnostics::timing::{since_start, DeviceTimer, RegionCall};
 use crate::diagnostics::trace;
 use crate::error::{Error, Result};
@@ -303,6 +305,12 @@ impl Region {
                     });
                 }
                 Ok(body(inputs))
+            }
+            // docs/semantics.md, rule C16: run again for a closure that
+            // computes gradients itself, whose backward on the recomputation's
+            // graph must reach through the region.
+            (Phase::Recompute, Policy::Save | Policy::Offload(_)) if state.backward_inside => {
+                save_rerun::rerun(&state, &self.name, inputs, body)
             }
             // docs/semantics.md, rule P1: skipped during recomputation, outputs served.
             (Phase::Recompute, Policy::Save | Policy::Offload(_)) => {

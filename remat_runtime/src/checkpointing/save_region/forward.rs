@@ -57,6 +57,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
         name: name.clone(),
         location,
         offload: offload.map(OffloadStore::new),
+        rebuilds: !state.backward_inside,
         inner: Mutex::new(RecordInner {
             inputs: infos,
             output_hooks: output_hooks.clone(),

@@ -90,7 +90,11 @@ impl HookPair for SaveRecord {
         };
         // docs/semantics.md, rule S3: decided first, so a rebuilt save never reaches
         // the user's hooks.
-        let rebuilt = meta.as_ref().ok().and_then(|m| classify(m, &inner.inputs));
+        let rebuilt = meta
+            .as_ref()
+            .ok()
+            .filter(|_| record.rebuilds)
+            .and_then(|m| classify(m, &inner.inputs));
         if let Some((input, view)) = rebuilt {
             let slot = inner.recipes.len();
             inner.recipes.push(Recipe { input, view, name });

@@ -41,6 +41,10 @@ pub(crate) struct SaveRecord {
     pub location: &'static Location<'static>,
     /// An `Offload` region's copies (docs/semantics.md, rule O1).
     pub offload: Option<Arc<OffloadStore>>,
+    /// Saves of the region's inputs may be rebuilt on replay (S3); not in a
+    /// checkpoint whose closure computes gradients itself (C16), which reads
+    /// them before any replay.
+    pub rebuilds: bool,
     pub inner: Mutex<RecordInner>,
 }
 
