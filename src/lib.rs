@@ -88,11 +88,11 @@
 
 pub use remat_derive::{checkpoint, remat, Capture};
 pub use remat_runtime::{
-    autocast, checkpoint, current_saved_tensor_info, is_placeholder, is_recomputing, needs,
-    recompute_needs_tensor, region, saved_tensors_hooks, AutocastGuard, BufferStateHook, Capture,
-    Checkpoint, Determinism, Error, Opaque, Policy, RecomputableClosure, RecomputeStateHook,
-    Region, Result, RngStateHook, Saved, SavedTensorInfo, SavedTensorKind, SavedTensorsHooks,
-    Shared, TensorHooks,
+    autocast, checkpoint, current_saved_tensor_info, is_placeholder, is_recomputing, name_scope,
+    needs, recompute_needs_tensor, region, saved_tensors_hooks, AutocastGuard, BufferStateHook,
+    Capture, Checkpoint, Determinism, Error, Opaque, Policy, RecomputableClosure,
+    RecomputeStateHook, Region, Result, RngStateHook, Saved, SavedTensorInfo, SavedTensorKind,
+    SavedTensorsHooks, Shared, TensorHooks,
 };
 pub use remat_runtime::{autograd, diagnostics, nn, planner, storage, Tensor};
 pub use tch;
@@ -140,8 +140,8 @@ pub mod io {
 pub mod prelude {
     pub use crate::diagnostics::memory_report;
     pub use crate::{
-        autocast, checkpoint, is_placeholder, is_recomputing, needs, recompute_needs_tensor,
-        region, remat, BufferStateHook, Capture, Determinism, Policy, RecomputeStateHook,
-        RngStateHook, Saved, Tensor,
+        autocast, checkpoint, is_placeholder, is_recomputing, name_scope, needs,
+        recompute_needs_tensor, region, remat, BufferStateHook, Capture, Determinism, Policy,
+        RecomputeStateHook, RngStateHook, Saved, Tensor,
     };
 }

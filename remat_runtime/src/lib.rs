@@ -64,6 +64,7 @@ pub use checkpointing::checkpoint::{checkpoint, Checkpoint};
 pub use checkpointing::closure::RecomputableClosure;
 pub use checkpointing::determinism::Determinism;
 pub use checkpointing::frame::is_recomputing;
+pub use checkpointing::name_scope::name_scope;
 pub use checkpointing::needs::{needs, Needs};
 pub use checkpointing::policy::Policy;
 pub use checkpointing::region::{recompute_needs_tensor, region, Region};

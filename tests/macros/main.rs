@@ -9,6 +9,7 @@
 use remat_reference::testing as common;
 
 mod gradients;
+mod name_scope;
 mod options;
 mod placeholder;
 mod shapes;

@@ -12,6 +12,7 @@ mod early_stop;
 mod freed;
 mod gradients;
 mod memory;
+mod name_scope;
 mod offload;
 mod options;
 mod outputs;

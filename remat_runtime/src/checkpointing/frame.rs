@@ -59,6 +59,10 @@ pub(crate) struct Frame {
     pub user_hooks: Option<TensorHooks>,
     /// The region running now (diagnostics: OOM reports, allocation sites).
     pub region: Option<Cow<'static, str>>,
+    /// The open name scopes, each prefix followed by `/` (docs/semantics.md,
+    /// rule R10): empty at every push, so the forward and each replay of the
+    /// closure build the same names from the scopes the closure opens.
+    pub scope: String,
 }
 
 thread_local! {
@@ -115,6 +119,7 @@ pub(crate) fn push(
             native_depth: hooks_depth(),
             user_hooks,
             region: None,
+            scope: String::new(),
         });
         FrameGuard {
             depth: frames.len() - 1,
@@ -129,6 +134,42 @@ impl Drop for FrameGuard {
                 capacity::recycle(std::mem::take(&mut frame.claimed));
             }
         });
+    }
+}
+
+/// Closes a name scope when dropped, also when unwinding: the innermost
+/// frame's scope goes back to what it was when the scope opened.
+pub(crate) struct NameScopeGuard {
+    /// The frame's depth and its scope's length before; `None` outside any
+    /// checkpoint, where a scope names nothing.
+    opened: Option<(usize, usize)>,
+}
+
+/// Opens the name scope `prefix` in the innermost frame until dropped.
+pub(crate) fn enter_name_scope(prefix: &str) -> NameScopeGuard {
+    FRAMES.with(|frames| {
+        let mut frames = frames.borrow_mut();
+        let depth = frames.len().checked_sub(1);
+        let opened = depth.and_then(|depth| {
+            let frame = frames.get_mut(depth)?;
+            let before = frame.scope.len();
+            frame.scope.push_str(prefix);
+            frame.scope.push('/');
+            Some((depth, before))
+        });
+        NameScopeGuard { opened }
+    })
+}
+
+impl Drop for NameScopeGuard {
+    fn drop(&mut self) {
+        if let Some((depth, before)) = self.opened {
+            FRAMES.with(|frames| {
+                if let Some(frame) = frames.borrow_mut().get_mut(depth) {
+                    frame.scope.truncate(before);
+                }
+            });
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 //! `recompute` (the saved tensors autograd keeps, refilled by running the
 //! closure again) with `early_stop` (where that run may end), `nodes` (the
 //! autograd nodes remat adds), `save_region/` (everything of `Save`
-//! regions) and `region`, and `checkpoint` (the public builder and the
+//! regions), `name_scope` (prefixes of region names) and `region`, and `checkpoint` (the public builder and the
 //! forward).
 
 pub(crate) mod ask;
@@ -21,6 +21,7 @@ pub(crate) mod determinism;
 pub(crate) mod early_stop;
 pub(crate) mod frame;
 pub(crate) mod holder;
+pub(crate) mod name_scope;
 pub(crate) mod needs;
 pub(crate) mod nodes;
 pub(crate) mod policy;

@@ -139,6 +139,7 @@ impl Region {
                 ),
             });
         }
+        let mut name = self.name.clone();
         let mode = frame::with_top(|f| {
             // docs/semantics.md, rule R1: outside any checkpoint a region is a plain call.
             let Some(f) = f else { return Ok(Mode::Plain) };
@@ -157,29 +158,34 @@ impl Region {
                     }),
                 };
             }
+            // docs/semantics.md, rule R10: the open name scopes prefix the name.
+            if !f.scope.is_empty() {
+                name = Cow::Owned(format!("{}{}", f.scope, name));
+            }
             // The checkpoint's decision, taken on its forward: replay agrees.
             // docs/semantics.md, rule R3: `Auto` takes the decision resolved when the
             // checkpoint's forward started.
             let policy = match self.policy {
-                Policy::Auto => f
-                    .state
-                    .auto
-                    .region(f.state.display_name(), &self.name)
-                    .map_err(|message| Error::Region {
-                        region: f.state.region_display(&self.name),
-                        message,
-                    })?,
+                Policy::Auto => {
+                    f.state
+                        .auto
+                        .region(f.state.display_name(), &name)
+                        .map_err(|message| Error::Region {
+                            region: f.state.region_display(&name),
+                            message,
+                        })?
+                }
                 p => p,
             };
             if f.phase == Phase::Forward {
                 // docs/semantics.md, rule D1: only the forward is traced.
-                trace::record_region(&self.name, policy);
+                trace::record_region(&name, policy);
             }
             // A literal name is borrowed: no allocation on this path.
             // docs/semantics.md, rule R2: unique per phase of one checkpoint call.
-            if !f.claimed.insert(self.name.clone()) {
+            if !f.claimed.insert(name.clone()) {
                 return Err(Error::Region {
-                    region: f.state.region_display(&self.name),
+                    region: f.state.region_display(&name),
                     message: format!(
                         "the name is used twice in one {} of checkpoint `{}`; names must be \
                          unique within a checkpoint: give each call its own name (e.g. with \
@@ -195,10 +201,12 @@ impl Region {
             Mode::Plain => return Ok(body(inputs)),
             Mode::Run(state, phase, policy) => (state, phase, policy),
         };
+        let this = Region { name, ..self };
+        let this = &this;
         if phase == Phase::Forward {
             if let Some(call) = &state.profile {
                 let call = call.clone();
-                let (name, declared) = (self.name.to_string(), self.policy);
+                let (name, declared) = (this.name.to_string(), this.policy);
                 let timed = move |inputs| {
                     let offset = since_start(&call);
                     let start = DeviceTimer::start();
@@ -211,10 +219,10 @@ impl Region {
                     });
                     out
                 };
-                return self.run(state, phase, policy, inputs, timed);
+                return this.run(state, phase, policy, inputs, timed);
             }
         }
-        self.run(state, phase, policy, inputs, body)
+        this.run(state, phase, policy, inputs, body)
     }
 
     /// Like [`Region::call`], with the output as bare code should hold the
