@@ -63,6 +63,10 @@ pub struct DistributedDataParallel {
     reducer: bridge::Reducer,
     params: Vec<Tensor>,
     options: DdpOptions,
+    /// This rank, the world's size and the group's timeout, for messages.
+    rank: usize,
+    world_size: usize,
+    timeout: std::time::Duration,
 }
 
 impl DistributedDataParallel {
@@ -103,6 +107,9 @@ impl DistributedDataParallel {
             reducer,
             params: params.iter().map(Tensor::shallow_clone).collect(),
             options,
+            rank: group.rank(),
+            world_size: group.world_size(),
+            timeout: group.options().timeout,
         })
     }
 
@@ -130,13 +137,59 @@ impl DistributedDataParallel {
     /// it, once.
     pub fn forward(&self, f: impl FnOnce() -> Tensor) -> Result<Tensor> {
         if remat_runtime::autograd::grad_enabled() {
-            self.reducer.rebuild_buckets().map_err(Error::Collective)?;
+            self.reducer
+                .rebuild_buckets()
+                .map_err(|e| self.lost_peer("the buckets' rebuild", &e))?;
         }
         let out = f();
         if remat_runtime::autograd::grad_enabled() {
             self.prepare_for_backward(&[&out])?;
         }
         Ok(out)
+    }
+
+    /// Runs backward from `loss` (what [`forward`](Self::forward) returned,
+    /// or a value computed from it), during which the Reducer averages the
+    /// gradients over the ranks: the fallible `loss.backward()` of a
+    /// training loop. A reduction that fails, because a peer has left or
+    /// has not answered within the group's timeout, is
+    /// [`Error::Collective`], naming this rank, the world and the timeout
+    /// (rule W8), instead of a panic out of tch's `backward`; any other
+    /// failure (a checkpoint's recomputation, say) is [`Error::Backward`].
+    /// Either way this rank cannot go on with the step: stop it.
+    ///
+    /// ```
+    /// use remat_distributed::{DdpOptions, DistributedDataParallel, InitOptions, ProcessGroup};
+    /// use tch::{nn, nn::Module, Device};
+    /// let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    /// let group = ProcessGroup::init(&InitOptions::new(0, 1, "127.0.0.1", port)).unwrap();
+    /// let vs = nn::VarStore::new(Device::Cpu);
+    /// let layer = nn::linear(vs.root() / "fc", 4, 2, Default::default());
+    /// let ddp = DistributedDataParallel::from_var_store(&group, &vs, DdpOptions::default()).unwrap();
+    /// let x = tch::Tensor::ones([3, 4], (tch::Kind::Float, Device::Cpu));
+    /// let loss = ddp.forward(|| layer.forward(&x).sum(tch::Kind::Float)).unwrap();
+    /// ddp.backward(&loss).unwrap();
+    /// assert!(layer.ws.grad().defined());
+    /// ```
+    pub fn backward(&self, loss: &Tensor) -> Result<()> {
+        remat_runtime::autograd::backward_with(loss, false).map_err(|e| {
+            let message = e.to_string();
+            if is_communication(&message) {
+                self.lost_peer("the gradients' all-reduce in backward", &message)
+            } else {
+                Error::Backward(message)
+            }
+        })
+    }
+
+    /// W8's error for a step's communication that failed.
+    fn lost_peer(&self, what: &str, cause: &str) -> Error {
+        Error::Collective(format!(
+            "{what} on rank {} of {} failed: {cause}. A peer has left or stopped answering \
+             within the timeout ({:?}): stop this rank, and look at the other ranks' output \
+             for the first error (docs/semantics.md, rule W8)",
+            self.rank, self.world_size, self.timeout
+        ))
     }
 
     /// Tells the Reducer a backward from `outputs` follows; with
@@ -186,4 +239,21 @@ impl DistributedDataParallel {
     pub fn options(&self) -> DdpOptions {
         self.options
     }
+}
+
+/// Whether a failed backward's message comes from communication (Gloo's or
+/// NCCL's transport, c10d's process group or store) rather than from the
+/// model.
+fn is_communication(message: &str) -> bool {
+    const MARKS: [&str; 8] = [
+        "gloo",
+        "Gloo",
+        "NCCL",
+        "c10d",
+        "ProcessGroup",
+        "Connection",
+        "Timed out",
+        "timed out",
+    ];
+    MARKS.iter().any(|m| message.contains(m))
 }

@@ -17,6 +17,13 @@ pub enum Error {
     /// peer left (docs/semantics.md, rule W8).
     #[error("{0}")]
     Collective(String),
+    /// A backward through [`DistributedDataParallel::backward`] failed for
+    /// a reason of the model's, not of communication (a checkpoint's
+    /// recomputation, say): libtorch's or remat's message, as is.
+    ///
+    /// [`DistributedDataParallel::backward`]: crate::DistributedDataParallel::backward
+    #[error("backward failed: {0}")]
+    Backward(String),
     /// What this build does not include (NCCL).
     #[error("{0}")]
     NotBuilt(String),

@@ -13,7 +13,7 @@
 //! let group = ProcessGroup::from_env()?;
 //! let ddp = DistributedDataParallel::from_var_store(&group, &vs, DdpOptions::default())?;
 //! let loss = ddp.forward(model_loss)?;
-//! loss.backward(); // every parameter's grad is now the ranks' mean
+//! ddp.backward(&loss)?; // every parameter's grad is now the ranks' mean; a lost peer is an Err
 //! let mut logged = loss.detach();
 //! group.all_reduce(&mut logged, ReduceOp::Average)?;
 //! # Ok::<(), remat_distributed::Error>(())

@@ -144,7 +144,12 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
             None => forward(&x, &y),
         };
         opt.zero_grad();
-        loss.backward();
+        match &rank {
+            // A lost or late peer is an error naming it (rule W8), not a
+            // panic out of tch's backward.
+            Some(r) => r.ddp.backward(&loss).map_err(|e| e.to_string())?,
+            None => loss.backward(),
+        }
         opt.step();
         remat::diagnostics::device::synchronize(device);
         let ns = t0.elapsed().as_nanos() as u64;

@@ -2,7 +2,9 @@
 //! (docs/semantics.md, rules W1, W2, W8).
 
 use crate::launch::{free_port, launch, out_dir};
-use remat_distributed::{Error, InitOptions, ProcessGroup, ReduceOp};
+use remat_distributed::{
+    DdpOptions, DistributedDataParallel, Error, InitOptions, ProcessGroup, ReduceOp,
+};
 use std::time::{Duration, Instant};
 
 fn vars(list: &[(&str, &str)]) -> Result<InitOptions, Error> {
@@ -120,6 +122,67 @@ fn a_peer_that_leaves_fails_the_next_collective() {
         .unwrap_or_else(|| panic!("rank 0 printed nothing:\n{}", runs[0].output));
     assert!(
         line.starts_with("all_reduce on rank 0 of 2 failed"),
+        "{line}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The child side of `a_peer_that_leaves_fails_the_next_backward_as_an_error`:
+/// one data-parallel step on both ranks, then rank 1 leaves and rank 0 runs
+/// another step's backward through `DistributedDataParallel::backward`.
+pub fn peer_leaves_in_backward_rank_main() {
+    let opts = InitOptions::from_env()
+        .unwrap()
+        .timeout(Duration::from_secs(5));
+    let group = ProcessGroup::init(&opts).unwrap();
+    let w = tch::Tensor::from_slice(&[0.5f32, -0.25, 0.75, 1.0])
+        .view([2, 2])
+        .set_requires_grad(true);
+    let ddp =
+        DistributedDataParallel::new(&group, &[w.shallow_clone()], DdpOptions::default()).unwrap();
+    let x = tch::Tensor::from_slice(&[1.0f32, 2.0]).view([1, 2]);
+    let step = || {
+        let loss = ddp.forward(|| x.matmul(&w).tanh().sum(tch::Kind::Float))?;
+        ddp.backward(&loss)
+    };
+    // Two steps: the second forward rebuilds the buckets (a collective);
+    // after it, a step's only communication is in its backward.
+    step().unwrap();
+    step().unwrap();
+    group.barrier().unwrap();
+    if group.rank() == 1 {
+        std::process::exit(0);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    match step() {
+        Ok(()) => println!("LEFT_IN_BACKWARD: ok"),
+        Err(e @ Error::Collective(_)) => println!("LEFT_IN_BACKWARD: collective: {e}"),
+        Err(e) => println!("LEFT_IN_BACKWARD: other: {e}"),
+    }
+}
+
+/// docs/semantics.md, rule W8: a peer that leaves between two steps fails
+/// the survivor's next backward as an `Error::Collective` naming the rank,
+/// the world and the timeout, within the timeout, not as a panic.
+#[test]
+fn a_peer_that_leaves_fails_the_next_backward_as_an_error() {
+    let dir = out_dir("leaves_in_backward");
+    let runs = launch(
+        "peer_leaves_in_backward",
+        2,
+        |_| true,
+        &dir,
+        Duration::from_secs(60),
+    );
+    assert!(runs[0].success, "rank 0 failed:\n{}", runs[0].output);
+    let line = runs[0]
+        .output
+        .lines()
+        .find_map(|l| l.split_once("LEFT_IN_BACKWARD: ").map(|(_, rest)| rest))
+        .unwrap_or_else(|| panic!("rank 0 printed nothing:\n{}", runs[0].output));
+    assert!(
+        line.starts_with("collective: the gradients' all-reduce in backward on rank 0 of 2 failed")
+            && line.contains("5s"),
         "{line}"
     );
     let _ = std::fs::remove_dir_all(&dir);

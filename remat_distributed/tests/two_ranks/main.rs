@@ -20,6 +20,7 @@ fn rank_entry() {
     match scenario.as_str() {
         "train" => training::rank_main(),
         "peer_leaves" => faults::peer_leaves_rank_main(),
+        "peer_leaves_in_backward" => faults::peer_leaves_in_backward_rank_main(),
         "unused" => training::unused_rank_main(),
         "overlap" => overlap::rank_main(),
         other => panic!("unknown scenario {other:?}"),
