@@ -145,27 +145,35 @@ pub(crate) fn input_tensors(inputs: &impl RegionInput) -> Vec<Tensor> {
     out
 }
 
-/// One item of a region's output: a tensor, or `None` for an absent one.
-/// Implemented by remat only, as [`RegionOutput`].
+/// One item of a region's output: a tensor, `None` for an absent one, or a
+/// `Vec` of items (the skip states of a UNet's down block). Implemented by
+/// remat only, as [`RegionOutput`].
 ///
 /// ```
-/// use remat_runtime::{region, OutputItem, Policy};
+/// use remat_runtime::{region, Policy};
 /// use tch::Tensor;
-/// assert!(Option::<Tensor>::from_part(None).unwrap().is_none());
-/// assert!(Tensor::from_part(None).is_err()); // a plain tensor cannot be absent
 ///
 /// let x = Tensor::ones([2], tch::kind::FLOAT_CPU);
 /// let (y, none): (Tensor, Option<Tensor>) = region("maybe", Policy::Save).call(&x, |x| (x * 2, None));
 /// assert!(none.is_none());
+/// // A tuple may hold a `Vec`: its length is kept with the tensors.
+/// let (h, skips): (Tensor, Vec<Tensor>) =
+///     region("down", Policy::Save).call(&x, |x| (x * 3, vec![x * 1, x * 2]));
+/// assert_eq!(skips.len(), 2);
 /// ```
 pub trait OutputItem: sealed::Sealed + Sized + 'static {
     /// The item as bare code receives it from a region that may be skipped
-    /// (`Saved<Tensor>`, `Option<Saved<Tensor>>`).
+    /// (`Saved<Tensor>`, `Option<Saved<Tensor>>`, a `Vec` of those).
     type Saved;
-    /// The item as an optional tensor.
-    fn into_part(self) -> Option<Tensor>;
-    /// The item back from an optional tensor (the same shape it had).
-    fn from_part(part: Option<Tensor>) -> Result<Self>;
+    /// Appends the item's tensors (`None` for an absent one) to `parts`, and
+    /// the length of each `Vec` in it, outermost first, to `layout`.
+    fn flatten_into(self, parts: &mut Vec<Option<Tensor>>, layout: &mut Vec<usize>);
+    /// The item back from the parts and lengths [`OutputItem::flatten_into`]
+    /// gave, in order.
+    fn rebuild(
+        parts: &mut dyn Iterator<Item = Option<Tensor>>,
+        layout: &mut dyn Iterator<Item = usize>,
+    ) -> Result<Self>;
     /// The item wrapped, as [`OutputItem::Saved`].
     fn into_saved(self) -> Self::Saved;
 }
@@ -186,17 +194,29 @@ mod sealed {
     for_each_output_arity!(tuples);
 }
 
+fn missing() -> Error {
+    Error::Internal("an output has fewer parts than its shape needs".into())
+}
+
 impl OutputItem for Tensor {
     type Saved = Saved<Tensor>;
     fn into_saved(self) -> Saved<Tensor> {
         Saved::new(self)
     }
-    fn into_part(self) -> Option<Tensor> {
-        Some(self)
+    fn flatten_into(self, parts: &mut Vec<Option<Tensor>>, _: &mut Vec<usize>) {
+        parts.push(Some(self))
     }
-    fn from_part(part: Option<Tensor>) -> Result<Self> {
-        part.ok_or_else(|| Error::Internal("a tensor output came back as None".into()))
+    fn rebuild(
+        parts: &mut dyn Iterator<Item = Option<Tensor>>,
+        _: &mut dyn Iterator<Item = usize>,
+    ) -> Result<Self> {
+        tensor_part(parts.next().ok_or_else(missing)?)
     }
+}
+
+/// A tensor output's part: present.
+pub(crate) fn tensor_part(part: Option<Tensor>) -> Result<Tensor> {
+    part.ok_or_else(|| Error::Internal("a tensor output came back as None".into()))
 }
 
 impl OutputItem for Option<Tensor> {
@@ -204,16 +224,40 @@ impl OutputItem for Option<Tensor> {
     fn into_saved(self) -> Option<Saved<Tensor>> {
         self.map(Saved::new)
     }
-    fn into_part(self) -> Option<Tensor> {
-        self
+    fn flatten_into(self, parts: &mut Vec<Option<Tensor>>, _: &mut Vec<usize>) {
+        parts.push(self)
     }
-    fn from_part(part: Option<Tensor>) -> Result<Self> {
-        Ok(part)
+    fn rebuild(
+        parts: &mut dyn Iterator<Item = Option<Tensor>>,
+        _: &mut dyn Iterator<Item = usize>,
+    ) -> Result<Self> {
+        parts.next().ok_or_else(missing)
     }
 }
 
-/// What a region returns: a tensor, or a flat tuple or `Vec` whose items are
-/// tensors or `Option<Tensor>`. The shape is kept on replay.
+impl<T: OutputItem> OutputItem for Vec<T> {
+    type Saved = Vec<T::Saved>;
+    fn into_saved(self) -> Vec<T::Saved> {
+        self.into_iter().map(OutputItem::into_saved).collect()
+    }
+    fn flatten_into(self, parts: &mut Vec<Option<Tensor>>, layout: &mut Vec<usize>) {
+        layout.push(self.len());
+        for item in self {
+            item.flatten_into(parts, layout);
+        }
+    }
+    fn rebuild(
+        parts: &mut dyn Iterator<Item = Option<Tensor>>,
+        layout: &mut dyn Iterator<Item = usize>,
+    ) -> Result<Self> {
+        let n = layout.next().ok_or_else(missing)?;
+        (0..n).map(|_| T::rebuild(parts, layout)).collect()
+    }
+}
+
+/// What a region returns: a tensor, an `Option<Tensor>`, or a tuple or
+/// `Vec` whose items are those or `Vec`s of them (any depth). The shape is
+/// kept on replay: the parts go with the lengths of the `Vec`s in them.
 ///
 /// [`RegionOutput::Saved`] is the form bare code receives from a region that
 /// may be skipped on recomputation: each tensor wrapped in [`Saved`], the
@@ -224,18 +268,35 @@ impl OutputItem for Option<Tensor> {
 /// ```
 /// use remat_runtime::RegionOutput;
 /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
-/// let parts = (x.shallow_clone(), None::<tch::Tensor>).into_parts();
-/// assert_eq!(parts.len(), 2);
+/// let mut layout = Vec::new();
+/// let parts = (x.shallow_clone(), None::<tch::Tensor>, vec![x]).into_parts(&mut layout);
+/// assert_eq!((parts.len(), layout), (3, vec![1]));
 /// ```
 pub trait RegionOutput: sealed::Sealed + Sized + 'static {
     /// The output as bare code receives it from a region that may be skipped.
     type Saved;
     /// The output wrapped, as [`RegionOutput::Saved`].
     fn into_saved(self) -> Self::Saved;
-    /// The output's tensors, in order.
-    fn into_parts(self) -> Vec<Option<Tensor>>;
-    /// The output rebuilt from the parts [`RegionOutput::into_parts`] gave.
-    fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self>;
+    /// The output's tensors, in order, with the length of each `Vec` in it
+    /// appended to `layout`.
+    fn into_parts(self, layout: &mut Vec<usize>) -> Vec<Option<Tensor>>;
+    /// The output rebuilt from the parts and lengths
+    /// [`RegionOutput::into_parts`] gave.
+    fn from_parts(parts: Vec<Option<Tensor>>, layout: &[usize]) -> Result<Self>;
+}
+
+/// Every `OutputItem` but a bare tensor is an output of its own too: one
+/// path for both.
+fn from_item_parts<T: OutputItem>(parts: Vec<Option<Tensor>>, layout: &[usize]) -> Result<T> {
+    let n = parts.len();
+    let mut parts = parts.into_iter();
+    let item = T::rebuild(&mut parts, &mut layout.iter().copied())?;
+    if parts.next().is_some() {
+        return Err(Error::Internal(format!(
+            "an output has more parts ({n}) than its shape needs"
+        )));
+    }
+    Ok(item)
 }
 
 impl RegionOutput for Tensor {
@@ -243,11 +304,11 @@ impl RegionOutput for Tensor {
     fn into_saved(self) -> Saved<Tensor> {
         Saved::new(self)
     }
-    fn into_parts(self) -> Vec<Option<Tensor>> {
+    fn into_parts(self, _: &mut Vec<usize>) -> Vec<Option<Tensor>> {
         vec![Some(self)]
     }
-    fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
-        single(parts).and_then(Tensor::from_part)
+    fn from_parts(parts: Vec<Option<Tensor>>, layout: &[usize]) -> Result<Self> {
+        from_item_parts(parts, layout)
     }
 }
 
@@ -256,33 +317,31 @@ impl RegionOutput for Option<Tensor> {
     fn into_saved(self) -> Option<Saved<Tensor>> {
         self.map(Saved::new)
     }
-    fn into_parts(self) -> Vec<Option<Tensor>> {
+    fn into_parts(self, _: &mut Vec<usize>) -> Vec<Option<Tensor>> {
         vec![self]
     }
-    fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
-        single(parts)
+    fn from_parts(parts: Vec<Option<Tensor>>, layout: &[usize]) -> Result<Self> {
+        from_item_parts(parts, layout)
     }
 }
 
+/// A `Vec` output is flattened as the `Vec` item it is: its length leads
+/// the layout.
 impl<T: OutputItem> RegionOutput for Vec<T> {
     type Saved = Vec<T::Saved>;
     fn into_saved(self) -> Vec<T::Saved> {
         self.into_iter().map(OutputItem::into_saved).collect()
     }
-    fn into_parts(self) -> Vec<Option<Tensor>> {
-        self.into_iter().map(OutputItem::into_part).collect()
+    fn into_parts(self, layout: &mut Vec<usize>) -> Vec<Option<Tensor>> {
+        let mut parts = Vec::with_capacity(self.len());
+        layout.push(self.len());
+        for item in self {
+            item.flatten_into(&mut parts, layout);
+        }
+        parts
     }
-    fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
-        parts.into_iter().map(T::from_part).collect()
-    }
-}
-
-fn single(parts: Vec<Option<Tensor>>) -> Result<Option<Tensor>> {
-    let n = parts.len();
-    let mut it = parts.into_iter();
-    match (it.next(), n) {
-        (Some(p), 1) => Ok(p),
-        _ => Err(Error::Internal(format!("expected one output, got {n}"))),
+    fn from_parts(parts: Vec<Option<Tensor>>, layout: &[usize]) -> Result<Self> {
+        from_item_parts(parts, layout)
     }
 }
 
@@ -296,18 +355,22 @@ macro_rules! tuple_outputs {
                 ($($name.into_saved(),)+)
             }
             #[allow(non_snake_case)]
-            fn into_parts(self) -> Vec<Option<Tensor>> {
+            fn into_parts(self, layout: &mut Vec<usize>) -> Vec<Option<Tensor>> {
                 let ($($name,)+) = self;
-                vec![$($name.into_part()),+]
+                let mut parts = Vec::with_capacity([$(stringify!($name)),+].len());
+                $($name.flatten_into(&mut parts, layout);)+
+                parts
             }
             #[allow(non_snake_case)]
-            fn from_parts(parts: Vec<Option<Tensor>>) -> Result<Self> {
-                let n = [$(stringify!($name)),+].len();
-                if parts.len() != n {
-                    return Err(Error::Internal(format!("expected {n} outputs, got {}", parts.len())));
+            fn from_parts(parts: Vec<Option<Tensor>>, layout: &[usize]) -> Result<Self> {
+                let n = parts.len();
+                let (mut it, mut lens) = (parts.into_iter(), layout.iter().copied());
+                $(let $name = $name::rebuild(&mut it, &mut lens)?;)+
+                if it.next().is_some() {
+                    return Err(Error::Internal(format!(
+                        "an output has more parts ({n}) than its shape needs"
+                    )));
                 }
-                let mut it = parts.into_iter();
-                $(let $name = $name::from_part(it.next().flatten())?;)+
                 Ok(($($name,)+))
             }
         }

@@ -12,7 +12,7 @@
 //! (one item for `One`), so code over the parts does not care which it is.
 
 use crate::error::Result;
-use crate::io::{OutputItem, RegionOutput};
+use crate::io::{tensor_part, RegionOutput};
 use std::any::Any;
 use std::ops::Deref;
 use tch::Tensor;
@@ -21,8 +21,18 @@ use tch::Tensor;
 pub(crate) enum Parts {
     /// A single-tensor output's part, inline.
     One(Option<Tensor>),
-    /// Any other output's parts, as `into_parts` gave them.
-    Many(Vec<Option<Tensor>>),
+    /// Any other output's parts and layout, as `into_parts` gave them.
+    Many(Vec<Option<Tensor>>, Vec<usize>),
+}
+
+impl Parts {
+    /// The lengths of the output's `Vec`s (`RegionOutput::into_parts`).
+    pub(crate) fn layout(&self) -> &[usize] {
+        match self {
+            Parts::One(_) => &[],
+            Parts::Many(_, layout) => layout,
+        }
+    }
 }
 
 impl Deref for Parts {
@@ -30,7 +40,7 @@ impl Deref for Parts {
     fn deref(&self) -> &[Option<Tensor>] {
         match self {
             Parts::One(p) => std::slice::from_ref(p),
-            Parts::Many(v) => v,
+            Parts::Many(v, _) => v,
         }
     }
 }
@@ -45,9 +55,10 @@ pub(crate) fn into_parts<O: RegionOutput>(out: O) -> Parts {
     if let Some(t) = any.downcast_mut::<Option<Option<Tensor>>>() {
         return Parts::One(t.take().flatten());
     }
+    let mut layout = Vec::new();
     match out {
-        Some(out) => Parts::Many(out.into_parts()),
-        None => Parts::Many(Vec::new()),
+        Some(out) => Parts::Many(out.into_parts(&mut layout), layout),
+        None => Parts::Many(Vec::new(), layout),
     }
 }
 
@@ -55,16 +66,16 @@ pub(crate) fn into_parts<O: RegionOutput>(out: O) -> Parts {
 pub(crate) fn from_parts<O: RegionOutput>(parts: Parts) -> Result<O> {
     let part = match parts {
         Parts::One(part) => part,
-        Parts::Many(v) => return O::from_parts(v),
+        Parts::Many(v, layout) => return O::from_parts(v, &layout),
     };
     let mut out: Option<O> = None;
     let any: &mut dyn Any = &mut out;
     if let Some(slot) = any.downcast_mut::<Option<Tensor>>() {
-        *slot = Some(Tensor::from_part(part)?);
+        *slot = Some(tensor_part(part)?);
     } else if let Some(slot) = any.downcast_mut::<Option<Option<Tensor>>>() {
         *slot = Some(part);
     } else {
-        return O::from_parts(vec![part]);
+        return O::from_parts(vec![part], &[]);
     }
-    out.map_or_else(|| O::from_parts(Vec::new()), Ok)
+    out.map_or_else(|| O::from_parts(Vec::new(), &[]), Ok)
 }

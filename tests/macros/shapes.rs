@@ -144,3 +144,24 @@ fn save_outputs_in_every_shape_match_without_a_checkpoint() {
         assert_bitwise(&checkpointed, &plain, what);
     }
 }
+
+/// A UNet down block's shape, as `#[checkpoint]` writes it: the output and
+/// the list of skip states (docs/semantics.md, rule C10).
+#[remat::checkpoint]
+fn down_block(x: &Tensor) -> (Tensor, Vec<Tensor>) {
+    let a = x.sin();
+    let b = (&a * 2.0).tanh();
+    (b.shallow_clone(), vec![a, b])
+}
+
+#[test]
+fn a_checkpoint_returning_a_tensor_and_a_vec_of_them_gives_the_plain_gradients() {
+    let x = Tensor::from_slice(&[0.3f32, -1.2, 0.7, 2.0]).set_requires_grad(true);
+    let (h, skips) = down_block(&x);
+    ((&h * &skips[0]).sum(Kind::Float) + skips[1].exp().sum(Kind::Float)).backward();
+    let x0 = x.detach().set_requires_grad(true);
+    let a = x0.sin();
+    let b = (&a * 2.0).tanh();
+    ((&b * &a).sum(Kind::Float) + b.exp().sum(Kind::Float)).backward();
+    assert_bitwise(&x.grad(), &x0.grad(), "gradient");
+}

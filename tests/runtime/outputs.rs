@@ -163,3 +163,52 @@ fn an_input_returned_unchanged_backpropagates_again_without_retain_graph() {
     let expected = Tensor::full([4, 6], 5.0, tch::kind::FLOAT_CPU) + x.cos();
     assert_bitwise(&x.grad(), &expected, "input gradient");
 }
+
+/// A UNet down block's shape: the output and the list of skip states, whose
+/// last element is that output.
+fn down_block(h: Tensor) -> (Tensor, Vec<Tensor>) {
+    let a = h.sin();
+    let b = (&a * 2.0).tanh();
+    (b.shallow_clone(), vec![a, b])
+}
+
+fn down_loss(out: (Tensor, Vec<Tensor>)) -> Tensor {
+    let (h, skips) = out;
+    (&h * &skips[0]).sum(Kind::Float) + skips[1].exp().sum(Kind::Float) + h.sum(Kind::Float)
+}
+
+#[test]
+// Rule C10: a checkpoint returns `(Tensor, Vec<Tensor>)`, nested as the
+// closure built it, with the gradients of the model without checkpoints;
+// a region returning it is served with its lengths on replay (R7).
+fn nested_outputs_keep_their_shape_and_the_plain_gradients() {
+    let run = |way: &str| {
+        let x = input();
+        let out = match way {
+            "plain" => down_block(x.shallow_clone()),
+            "checkpoint" => checkpoint("down").call(&x, down_block),
+            "save region" => checkpoint("down").call(&x, |x| {
+                let (h, skips) = remat::needs(
+                    region("block", Policy::Save).call_saved(&x, |x| down_block(x.shallow_clone())),
+                );
+                (
+                    h.cos(),
+                    skips.into_iter().map(|s| s * 3.0).collect::<Vec<_>>(),
+                )
+            }),
+            _ => {
+                let (h, skips) = down_block(x.shallow_clone());
+                (h.cos(), skips.into_iter().map(|s| s * 3.0).collect())
+            }
+        };
+        assert_eq!(out.1.len(), 2, "{way}: the skip list's length");
+        down_loss(out).backward();
+        x.grad()
+    };
+    assert_bitwise(&run("checkpoint"), &run("plain"), "checkpoint");
+    assert_bitwise(
+        &run("save region"),
+        &run("plain with a tail"),
+        "save region",
+    );
+}

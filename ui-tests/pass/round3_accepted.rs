@@ -3,7 +3,8 @@
 // what they do with it is safe: metadata and `Debug`, a metadata branch,
 // laundering it through a `recompute` region (which asks for it), a
 // region's receiver that marks what it holds, a save region given a save
-// output, nested checkpoints returning their save outputs to a reader, a
+// output, nested checkpoints returning their save outputs to a reader (a
+// `Vec` of them in a tuple too), a
 // mark inside a closure called twice, marks in both arms of a branch, a
 // `Box<dyn Any>` round trip, and early stop. Each gives, under strict
 // recomputation, bitwise the gradients without the checkpoint.
@@ -111,6 +112,19 @@ fn nested_returns(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     a.exp() * b + c.cos()
 }
 
+/// A nested checkpoint returns a tuple holding a `Vec` of its save outputs
+/// (docs/semantics.md, rule C10): the caller gets tensors, nested as built.
+#[checkpoint(enabled = on, strict = true)]
+fn returns_a_vec_in_a_tuple(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
+    let h = x * w;
+    let (s, parts) = checkpoint("heads").strict_recompute(true).call(&h, |h| {
+        let parts = region("heads", Policy::Save).call_saved(&h, |h| h.chunk(2, 0));
+        (h.sin(), parts)
+    });
+    let parts: Vec<Tensor> = parts;
+    s * (parts[0].exp().sum(Kind::Float) + parts[1].cos().sum(Kind::Float))
+}
+
 /// A mark inside a closure, which runs on the forward and again on
 /// recomputation, twice each.
 #[checkpoint(enabled = on, strict = true)]
@@ -172,6 +186,7 @@ fn main() {
     same_gradients("receiver_marks", receiver_marks);
     same_gradients("save_of_a_save", save_of_a_save);
     same_gradients("nested_returns", nested_returns);
+    same_gradients("returns_a_vec_in_a_tuple", returns_a_vec_in_a_tuple);
     same_gradients("closure_marks", closure_marks);
     for left in [true, false] {
         same_gradients("both_arms", |x, w, on| both_arms(x, w, on, left));

@@ -473,7 +473,9 @@ impl Checkpoint {
         let erased: Body = Box::new(move |flat| {
             // docs/semantics.md, rules K5 and K8: the checkpoint's own save
             // outputs leave unasked; the checkpoints around it are asked.
-            returned_inside(body(owned(flat))).into_parts()
+            let mut layout = Vec::new();
+            let parts = returned_inside(body(owned(flat))).into_parts(&mut layout);
+            (parts, layout)
         });
         let kept_inputs = saved
             .iter()
@@ -510,7 +512,7 @@ impl Checkpoint {
             // Rule A2: recomputation runs under the forward's autocast.
             autocast: AutocastState::current()?,
         });
-        let parts = {
+        let (parts, layout) = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
             let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);
             // docs/semantics.md, rule C16: from the closure's return (or
@@ -554,6 +556,6 @@ impl Checkpoint {
                  it returned None for an output",
             ));
         }
-        O::Output::from_parts(parts)
+        O::Output::from_parts(parts, &layout)
     }
 }

@@ -31,8 +31,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tch::Tensor;
 
-/// The checkpoint's closure, type-erased over its inputs and outputs.
-pub(crate) type Body = Box<dyn FnMut(Vec<Option<Tensor>>) -> Vec<Option<Tensor>> + Send>;
+/// The checkpoint's closure, type-erased over its inputs and outputs: the
+/// output's parts and layout (`RegionOutput::into_parts`).
+pub(crate) type Body =
+    Box<dyn FnMut(Vec<Option<Tensor>>) -> (Vec<Option<Tensor>>, Vec<usize>) + Send>;
 
 /// Everything one call of a checkpoint shares.
 pub(crate) struct CheckpointState {

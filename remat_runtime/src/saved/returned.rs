@@ -12,10 +12,11 @@ use crate::io::{OutputItem, RegionOutput};
 use crate::saved::arg::Token;
 use tch::Tensor;
 
-/// What a checkpoint's closure may return: a tensor, an `Option`, or a flat
-/// tuple or `Vec` of them (docs/semantics.md, rule C10), any of which may be
-/// a save output of the checkpoint (`Saved<Tensor>`), which the caller
-/// receives as a tensor. Implemented by remat only.
+/// What a checkpoint's closure may return: a tensor, an `Option`, or a
+/// tuple or `Vec` of them, nested to any depth (`(Tensor, Vec<Tensor>)`:
+/// docs/semantics.md, rule C10), any of which may be a save output of the
+/// checkpoint (`Saved<Tensor>`), which the caller receives as a tensor.
+/// Implemented by remat only.
 ///
 /// ```
 /// use remat_runtime::{checkpoint, region, Policy};
@@ -30,8 +31,8 @@ use tch::Tensor;
 /// ```
 #[diagnostic::on_unimplemented(
     message = "a checkpoint cannot return `{Self}`",
-    label = "not a tensor, a save output, or a flat tuple or `Vec` of them",
-    note = "a checkpoint's closure returns a `Tensor`, an `Option<Tensor>`, a `Saved<Tensor>` (a save output of the checkpoint), or a flat tuple (up to 8) or `Vec` of those"
+    label = "not a tensor, a save output, or a tuple or `Vec` of them",
+    note = "a checkpoint's closure returns a `Tensor`, an `Option<Tensor>`, a `Saved<Tensor>` (a save output of the checkpoint), or a tuple (up to 8 items) or `Vec` of those, nested to any depth"
 )]
 pub trait CheckpointOutput {
     /// What the caller receives.
@@ -50,8 +51,8 @@ pub trait CheckpointOutput {
 /// One item of a checkpoint's tuple or `Vec` output.
 #[diagnostic::on_unimplemented(
     message = "a checkpoint cannot return `{Self}` in a tuple or `Vec`",
-    label = "not a tensor or a save output",
-    note = "the items of a checkpoint's tuple or `Vec` output are `Tensor`, `Option<Tensor>`, `Saved<Tensor>` or `Option<Saved<Tensor>>`"
+    label = "not a tensor, a save output, or a `Vec` of them",
+    note = "the items of a checkpoint's tuple or `Vec` output are `Tensor`, `Option<Tensor>`, `Saved<Tensor>`, `Option<Saved<Tensor>>`, or `Vec`s of those"
 )]
 pub trait CheckpointOutputItem {
     /// What the caller receives for it.
@@ -128,15 +129,17 @@ where
     }
 }
 
-impl<T: CheckpointOutputItem> CheckpointOutput for Vec<T> {
-    type Output = Vec<T::Item>;
+/// A `Vec` of items is an item (in a tuple, or the whole output): nested
+/// collections are kept with their lengths (docs/semantics.md, rule C10).
+impl<T: CheckpointOutputItem> CheckpointOutputItem for Vec<T> {
+    type Item = Vec<T::Item>;
     const HOLDS_SAVED: bool = T::HOLDS_SAVED;
-    fn into_output(self, _: Token) -> Vec<T::Item> {
+    fn into_item(self, _: Token) -> Vec<T::Item> {
         self.into_iter()
             .map(|t| t.into_item(Token::new()))
             .collect()
     }
-    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+    fn visit_item(&self, f: &mut dyn FnMut(&Tensor)) {
         self.iter().for_each(|t| t.visit_item(f))
     }
 }

@@ -138,6 +138,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
             .map(|(i, _)| i)
             .collect();
         inner.outputs = outputs;
+        inner.layout = parts.layout().to_vec();
         (eager, !inner.recipes.is_empty())
     };
     if rebuilds {

@@ -164,6 +164,8 @@ pub(crate) struct RecordInner {
     pub inputs: Vec<InputInfo>,
     pub exit_snapshots: Snapshots,
     pub outputs: Vec<Output>,
+    /// The lengths of the output's `Vec`s (`RegionOutput::into_parts`).
+    pub layout: Vec<usize>,
     pub recipes: Vec<Recipe>,
     pub rebuilt: Vec<Option<Tensor>>,
     pub identity_storages: HashSet<StorageKey>,

@@ -123,6 +123,9 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
         served.push(Some((i, spec, requires_grad, slot)));
     }
     let n_outputs = inner.outputs.len();
+    // docs/semantics.md, rule R7: the output's shape, `Vec` lengths
+    // included, as on the forward.
+    let layout = inner.layout.clone();
     drop(inner);
     let mut parts = Vec::with_capacity(served.len());
     for entry in served {
@@ -176,7 +179,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
             value
         }));
     }
-    O::from_parts(parts)
+    O::from_parts(parts, &layout)
 }
 
 fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize, strict: bool) -> String {
