@@ -1,6 +1,6 @@
 //! The published crates' manifests say what crates.io and docs.rs need,
-//! and ship what a build from the registry needs (issue 23; `cargo xtask
-//! package` builds what they describe).
+//! and ship what a build from the registry needs (`cargo xtask package`
+//! builds what they describe).
 
 use std::path::{Path, PathBuf};
 use toml::Table;

@@ -29,9 +29,6 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
-    /// A saved-tensor hook failed.
-    #[error("saved-tensor hook: {0}")]
-    Hook(String),
     /// A region was used wrongly or replayed inconsistently; `region` is its
     /// display name (`checkpoint::region`).
     #[error("region `{region}`: {message}")]
@@ -58,9 +55,6 @@ pub enum Error {
     /// nothing under strict checking).
     #[error("policy table: {0}")]
     Policy(String),
-    /// The closure of a checkpoint or region panicked.
-    #[error("{0}")]
-    Panic(String),
     /// Something this build or machine does not have (the CUDA diagnostics
     /// on a build without the `cuda` feature, or without a CUDA device).
     #[error("{0}")]

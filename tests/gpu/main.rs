@@ -1,4 +1,4 @@
-//! The checks that matter on a GPU (issue 21; docs/gpu.md): each runs on
+//! The checks that matter on a GPU (docs/gpu.md): each runs on
 //! `cuda:0` when a CUDA device is visible and otherwise prints
 //! `NAME: skipped: no CUDA device` and passes. The GPU kit runs this binary
 //! (`run.sh`); with `REMAT_GPU_RESULTS=FILE` every check appends one line

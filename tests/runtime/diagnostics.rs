@@ -1,4 +1,4 @@
-//! Conformance fixes of issue 10: thread state after failures, save names,
+//! Diagnostics that conform to the rules: thread state after failures, save names,
 //! views in reports, the capture callback, parameters, released outputs,
 //! trace metadata and the per-checkpoint report's inputs.
 
@@ -84,7 +84,10 @@ impl Function for Failing {
         if self.panic {
             panic!("forward exploded");
         }
-        Err(remat::Error::Hook("forward failed".into()))
+        Err(remat::Error::Function {
+            function: "Failing".into(),
+            message: "forward failed".into(),
+        })
     }
 
     fn backward(&mut self, _: &BackwardContext<'_>, g: &[Tensor]) -> Result<Vec<Option<Tensor>>> {

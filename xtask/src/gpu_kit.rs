@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The libtorch the kit is built against unless `--libtorch` says
-/// otherwise: the GPU machine of issue 21 has PyTorch 2.11.0+cu130, and
+/// otherwise: the GPU machine the project borrows has PyTorch
+/// 2.11.0+cu130 (docs/gpu.md), and
 /// libtorch's sonames carry no version, so binaries built against another
 /// release would load its libraries and fail. It is built in the copy that
 /// `cargo xtask test --libtorch 2.11` uses, whose lock files hold tch 0.24

@@ -362,6 +362,19 @@ const TEST_STEPS: &[Step] = &[
         env: &[],
     },
     Step {
+        // Every doc comment, private items included, with its intra-doc
+        // links resolved: a link to an item that moved or was renamed fails
+        // here, not in a reader's browser.
+        what: "the docs of every item, broken links denied",
+        args: &[
+            "doc",
+            "--workspace",
+            "--no-deps",
+            "--document-private-items",
+        ],
+        env: &[("RUSTDOCFLAGS", "-D warnings")],
+    },
+    Step {
         what: "formatting",
         args: &["fmt", "--all", "--", "--check"],
         env: &[],
@@ -751,10 +764,10 @@ fn train_checked(what: &str, out: &str, flags: &[&str], env: &[(&str, &str)]) ->
 }
 
 /// `test_train_crate`'s policy-table runs (docs/policies.md): the listing
-/// of the model's regions, then `selective` and a run under `--save
-/// attention --offload layers.1::attention` (the same policy as a table,
-/// with one layer's attention moved to the CPU instead of kept), a few
-/// steps, losses bitwise equal.
+/// of the model's regions, then `selective` with the table `--save
+/// layers.*::attention --offload layers.1::attention` (the same policy as a
+/// table, with one layer's attention moved to the CPU instead of kept), a
+/// few steps, `--check`ed: losses bitwise equal.
 fn train_table_smoke() -> Result<()> {
     let list = ["run", "--release", "--quiet", "--", "--list-regions"];
     eprintln!(

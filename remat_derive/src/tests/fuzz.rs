@@ -1,5 +1,4 @@
-//! Fuzzing the front ends of `remat!` and `#[checkpoint]` (issue 12, item
-//! 5). Three kinds of input: random token trees, near-valid input (valid
+//! Fuzzing the front ends of `remat!` and `#[checkpoint]`. Three kinds of input: random token trees, near-valid input (valid
 //! blocks and functions with tokens dropped, duplicated, swapped, replaced,
 //! wrapped in new groups or unwrapped), and deep nesting (nested groups
 //! across the nesting limit, and long chains of prefix, binary, method and
@@ -182,7 +181,7 @@ const LINES: &[&str] = &[
     "(a, b)",
     "let f = |a| a + 1;",
     "match a { Some(a) => a, None => b }",
-    // Issue 19's constructs.
+    // Labelled breaks and `continue`, which the front ends once mishandled.
     "break 'b;",
     "break 'b a;",
     "continue;",

@@ -30,7 +30,7 @@ pub(super) struct NodeCtx {
 }
 
 /// Read access to a node's saved tensors during its backward (users reach
-/// them through [`BackwardContext`](crate::BackwardContext)).
+/// them through [`BackwardContext`](crate::autograd::BackwardContext)).
 pub(crate) struct SavedAccess<'a> {
     node: *mut c_void,
     _borrow: PhantomData<&'a ()>,

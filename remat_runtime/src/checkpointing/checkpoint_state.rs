@@ -6,7 +6,7 @@
 //! no reference cycle keeps a graph alive: dropping the graph frees the
 //! state. Replay reaches it through the holder that backward unpacks, never
 //! through the forward thread's thread-locals. Everything here is data; the
-//! mechanism that uses it lives in the files above (`holder`, `replay`,
+//! mechanism that uses it lives in the files above (`holder`, `recompute`,
 //! `region`, `save_region`, `checkpoint`).
 //!
 //! docs/semantics.md rules kept here: M1 (state per checkpoint call), M2
@@ -153,7 +153,6 @@ pub fn live_checkpoints() -> usize {
     LIVE.load(Ordering::SeqCst)
 }
 
-/// What a new [`CheckpointState`] starts from.
 /// A checkpoint input as the forward saved it for replay, for reports
 /// (weakly: the saver node holds the input while the graph lives).
 pub(crate) struct KeptInput {
@@ -165,6 +164,7 @@ pub(crate) struct KeptInput {
     pub offloaded: bool,
 }
 
+/// What a new [`CheckpointState`] starts from.
 pub(crate) struct StateOptions {
     pub name: Option<Arc<str>>,
     pub determinism: Determinism,

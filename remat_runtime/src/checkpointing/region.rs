@@ -81,12 +81,12 @@ impl Region {
     /// Panics where [`Region::try_call`] returns an error (inside a replay,
     /// the panic becomes the `Err` of the backward that replays).
     ///
-    /// `inputs` is one [`RegionInput`](crate::RegionInput) or a tuple of
+    /// `inputs` is one [`RegionInput`] or a tuple of
     /// them; `body` receives them as given. A save output
     /// ([`Saved`](crate::Saved)) may be an input too, alone or in a tuple of
     /// [`Arg`](crate::Arg)s: `body` receives it readable, since the region
     /// asks for it (docs/semantics.md, rule K2) or is skipped on
-    /// recomputation (rule K3); see [`RegionArg`](crate::RegionArg).
+    /// recomputation (rule K3); see [`RegionArg`].
     ///
     /// ```
     /// use remat_runtime::{checkpoint, region, Policy};

@@ -1,5 +1,5 @@
 //! Hooks users give the runtime: saved-tensor hooks (`tensor_hooks`, and
-//! where they apply: `saved_tensors`) and state hooks (`state`).
+//! where they apply: `saved_tensors`) and state hooks (`state_hooks`).
 
 pub(crate) mod buffers;
 pub(crate) mod save_names;

@@ -84,7 +84,7 @@ fn replay_step(
 /// ```
 pub const MODEL_ERROR: f64 = 0.20;
 
-/// Measures [`LayerKind::checkpoint_cost`] and [`LayerKind::region_cost`]
+/// Measures [`LayerKind::checkpoint_cost`](crate::planner::cost::LayerKind::checkpoint_cost) and [`LayerKind::region_cost`](crate::planner::cost::LayerKind::region_cost)
 /// for the kinds a plan may turn off, from their replays timed inside the
 /// backward of real steps: after a warm-up step with every block
 /// checkpointed (which finds the parameters saved in checkpoints, whose
