@@ -83,6 +83,7 @@
 //! The [changelog](https://github.com/remat-rs/remat/blob/main/CHANGELOG.md)
 //! states what each release changes and the semver policy.
 
+#![deny(unsafe_code)]
 // The crate docs show a build script, whose `fn main` is the point.
 #![allow(clippy::needless_doctest_main)]
 

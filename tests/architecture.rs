@@ -213,3 +213,98 @@ fn no_two_source_files_import_each_other() {
         circles.join("\n")
     );
 }
+
+/// Which top-level modules (folders and root files) of a crate each one
+/// reaches through `crate::` paths, `pub use` re-exports included (a path
+/// names its module by its first segment, whichever file re-exports it).
+/// The crate root and unit-test folders are left out.
+fn folder_graph(src: &Path) -> Vec<(String, Vec<String>)> {
+    let modules = module_files(src);
+    let top = |m: &[String]| m.first().cloned().unwrap_or_default();
+    let tops: Vec<String> = modules
+        .iter()
+        .map(|(m, _)| top(m))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut graph: Vec<(String, Vec<String>)> = Vec::new();
+    for (me, file) in &modules {
+        let unit = top(me);
+        if unit.is_empty() || unit == "tests" {
+            continue;
+        }
+        let text = std::fs::read_to_string(src.join(file)).unwrap();
+        let text = match text.find("#[cfg(test)]\nmod ") {
+            Some(i) => &text[..i],
+            None => &text[..],
+        };
+        let code: String = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut targets = Vec::new();
+        for (at, _) in code.match_indices("crate::") {
+            if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let first: String = code[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if first != unit && tops.contains(&first) && !targets.contains(&first) {
+                targets.push(first);
+            }
+        }
+        match graph.iter_mut().find(|(u, _)| *u == unit) {
+            Some((_, t)) => {
+                for x in targets {
+                    if !t.contains(&x) {
+                        t.push(x);
+                    }
+                }
+            }
+            None => graph.push((unit, targets)),
+        }
+    }
+    graph
+}
+
+/// The folders are layers (docs/architecture.md, "Layout"): no two
+/// top-level modules of a crate reach each other, so each folder depends
+/// only on those below it.
+#[test]
+fn no_two_folders_import_each_other() {
+    let mut circles = Vec::new();
+    for krate in CRATES {
+        let graph = folder_graph(&root().join(krate));
+        let reaches = |from: &str, to: &str| {
+            let (mut seen, mut todo) = (vec![from.to_string()], vec![from.to_string()]);
+            while let Some(u) = todo.pop() {
+                for (_, next) in graph.iter().filter(|(g, _)| *g == u) {
+                    for n in next {
+                        if n == to {
+                            return true;
+                        }
+                        if !seen.contains(n) {
+                            seen.push(n.clone());
+                            todo.push(n.clone());
+                        }
+                    }
+                }
+            }
+            false
+        };
+        for (a, targets) in &graph {
+            for b in targets {
+                if a < b && reaches(b, a) {
+                    circles.push(format!("{krate}: {a} <-> {b}"));
+                }
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "folders that import each other (move the shared part down):\n{}",
+        circles.join("\n")
+    );
+}

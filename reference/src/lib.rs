@@ -21,6 +21,8 @@
 //! model.loss(&tokens, &targets, ModelPolicy::Full).backward();
 //! ```
 
+#![deny(unsafe_code)]
+
 pub mod gpt_dropout;
 pub mod macros;
 pub mod measure;

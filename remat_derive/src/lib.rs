@@ -15,6 +15,8 @@
 //! `syn::Error`s with precise spans, combined and emitted as
 //! `compile_error!`; the macros never panic.
 
+#![deny(unsafe_code)]
+
 mod ast;
 mod capture;
 mod checkpoint;

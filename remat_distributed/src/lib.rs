@@ -19,6 +19,9 @@
 //! # Ok::<(), remat_distributed::Error>(())
 //! ```
 
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
 mod bridge;
 mod ddp;
 mod error;

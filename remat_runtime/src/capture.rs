@@ -105,7 +105,7 @@ clone_capture!(
     &'static str,
     tch::Device,
     tch::Kind,
-    crate::checkpointing::policy::Policy,
+    crate::policy::Policy,
     crate::checkpointing::determinism::Determinism
 );
 

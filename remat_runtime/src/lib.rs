@@ -29,16 +29,22 @@
 //! `LIBTORCH_USE_PYTORCH=1` in a Python environment with `torch==2.13.0`
 //! (or 2.11.0, with tch 0.24), and `LIBTORCH_CXX11_ABI`.
 
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-// The folders read as the architecture (docs/architecture.md): `bridge`
-// (all unsafe code) at the bottom, `checkpointing` (the mechanism), `hooks`
-// (what users plug in), `diagnostics` (what the runtime reports).
+// The folders are a one-way stack (docs/architecture.md, "Layout"; checked
+// by tests/architecture.rs), from the bottom: the vocabulary (`policy`,
+// `error`, `sync`, `fast_hash`), `bridge` (all unsafe code), `recorders`
+// (what the mechanism writes) and `hooks` (what users plug in),
+// `checkpointing` (the mechanism), `diagnostics` (what the runtime
+// reports, read only), `policies` (tables), `planner` (plans, which it
+// turns into tables).
 #[macro_use]
 mod arity;
 mod autocast;
 pub mod autograd;
+#[allow(unsafe_code)]
 mod bridge;
 mod capture;
 mod checkpointing;
@@ -52,6 +58,8 @@ pub mod nn;
 mod parts;
 pub mod planner;
 mod policies;
+mod policy;
+mod recorders;
 mod saved;
 mod shared;
 pub mod storage;
@@ -66,16 +74,16 @@ pub use checkpointing::determinism::Determinism;
 pub use checkpointing::frame::is_recomputing;
 pub use checkpointing::name_scope::name_scope;
 pub use checkpointing::needs::{needs, Needs};
-pub use checkpointing::policy::Policy;
 pub use checkpointing::region::{recompute_needs_tensor, region, Region};
+pub use checkpointing::saved_tensors::{saved_tensors_hooks, SavedTensorsHooks};
 pub use error::{Error, Result};
 pub use hooks::buffers::BufferStateHook;
-pub use hooks::saved_tensors::{saved_tensors_hooks, SavedTensorsHooks};
 pub use hooks::state_hooks::{RecomputeStateHook, RngStateHook};
 pub use hooks::tensor_hooks::{
     current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
 };
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionOutput};
+pub use policy::Policy;
 pub use saved::arg::{Arg, RegionArg};
 pub use saved::returned::{CheckpointOutput, CheckpointOutputItem};
 pub use saved::Saved;

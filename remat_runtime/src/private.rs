@@ -3,7 +3,7 @@
 //! (`returned`), which voids the guarantee of docs/dsl.md, section T.
 
 use crate::checkpointing::ask::{returned_inside, returned_plain as plain};
-pub use crate::diagnostics::trace::enter_scope;
+pub use crate::recorders::trace::enter_scope;
 pub use crate::saved::arg::Arg;
 use crate::saved::returned::CheckpointOutput;
 

@@ -16,7 +16,7 @@
 //! checkpoint the plan switches off) and Q1-Q5 (policy tables); E25 for a
 //! plan that does not match.
 
-use crate::checkpointing::policy::Policy;
+use crate::policy::Policy;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::marker::PhantomData;

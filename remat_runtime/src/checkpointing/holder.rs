@@ -15,7 +15,7 @@ use crate::checkpointing::checkpoint_state::{CheckpointState, HolderSlot};
 use crate::checkpointing::frame;
 use crate::checkpointing::recompute::replay_if_needed;
 use crate::checkpointing::save_region::pack::is_rebuilt;
-use crate::diagnostics::timing;
+use crate::recorders::timing;
 use crate::sync::lock;
 use std::any::Any;
 use std::sync::atomic::{AtomicI64, Ordering};

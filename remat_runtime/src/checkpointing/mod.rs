@@ -8,7 +8,8 @@
 //! `recompute` (the saved tensors autograd keeps, refilled by running the
 //! closure again) with `early_stop` (where that run may end), `nodes` (the
 //! autograd nodes remat adds), `save_region/` (everything of `Save`
-//! regions), `name_scope` (prefixes of region names) and `region`, and `checkpoint` (the public builder and the
+//! regions), `saved_tensors` (where a user's hook pair applies),
+//! `name_scope` (prefixes of region names) and `region`, and `checkpoint` (the public builder and the
 //! forward).
 
 pub(crate) mod ask;
@@ -24,7 +25,7 @@ pub(crate) mod holder;
 pub(crate) mod name_scope;
 pub(crate) mod needs;
 pub(crate) mod nodes;
-pub(crate) mod policy;
 pub(crate) mod recompute;
 pub(crate) mod region;
 pub(crate) mod save_region;
+pub(crate) mod saved_tensors;

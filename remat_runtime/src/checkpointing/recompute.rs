@@ -19,10 +19,11 @@ use crate::bridge::{grad_fn_saved, AutocastState, GradModeGuard, HookPair, Paylo
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::{StopState, STOP};
 use crate::checkpointing::frame::{self, Phase};
-use crate::diagnostics::timing::ReplayTimer;
+use crate::checkpointing::saved_tensors::SavedTensorsHooks;
 use crate::error::{catch_quietly, panic_message, Error, Result};
-use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::hooks::state_hooks::{restore_all, snapshot_all, RestoreOnDrop};
+use crate::recorders::timing::ReplayTimer;
+use crate::recorders::trace;
 use crate::sync::lock;
 use std::any::Any;
 use std::sync::Arc;
@@ -84,6 +85,8 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
             None
         };
         let _frame = frame::push(state.clone(), Phase::Recompute, None);
+        // docs/semantics.md, rule D1: recomputation is never traced.
+        let _untraced = trace::pause();
         // docs/semantics.md, rule H3: the caller's state is put back at the end,
         // also on error and panic (the guard's drop).
         let outer = RestoreOnDrop::new(

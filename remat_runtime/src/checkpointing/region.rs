@@ -11,14 +11,14 @@
 use crate::checkpointing::ask::{ask, asked};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
-use crate::checkpointing::policy::Policy;
 use crate::checkpointing::save_region::{
     forward as save_forward, rerun as save_rerun, serve as save_serve,
 };
-use crate::diagnostics::timing::{since_start, DeviceTimer, RegionCall};
-use crate::diagnostics::trace;
 use crate::error::{Error, Result};
 use crate::io::{RegionInput, RegionOutput};
+use crate::policy::Policy;
+use crate::recorders::timing::{since_start, DeviceTimer, RegionCall};
+use crate::recorders::trace;
 use crate::saved::arg::{RegionArg, Token};
 use crate::sync::lock;
 use std::borrow::Cow;

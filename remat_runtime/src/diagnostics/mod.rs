@@ -9,11 +9,13 @@ pub(crate) mod format;
 pub(crate) mod median;
 pub(crate) mod memory_report;
 pub(crate) mod saved_report;
-pub(crate) mod timing;
-pub(crate) mod trace;
 
 pub use crate::bridge::heap_bytes_in_use;
 pub use crate::checkpointing::checkpoint_state::live_checkpoints;
+pub use crate::recorders::trace::{
+    collect_trace, enter_scope, enter_scope_with, trace_scope, trace_scope_with, ScopeGuard, Trace,
+    TraceEntry,
+};
 pub use cuda::{attach_oom_observer, record_allocation_sites};
 pub use format::{human_bytes, in_mib, mib};
 pub use median::median;
@@ -24,8 +26,4 @@ pub use memory_report::{
 pub use saved_report::{
     saved_tensors_report, saved_tensors_report_from, track_saved_tensors, CheckpointMemory,
     OutsideSaves, SavedTensorsReport,
-};
-pub use trace::{
-    collect_trace, enter_scope, enter_scope_with, trace_scope, trace_scope_with, ScopeGuard, Trace,
-    TraceEntry,
 };

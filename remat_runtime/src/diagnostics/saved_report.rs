@@ -9,9 +9,9 @@ use crate::bridge::{
 };
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::nodes;
+use crate::checkpointing::saved_tensors::SavedTensorsHooks;
 use crate::diagnostics::format::{compact_names, human_bytes};
 use crate::diagnostics::memory_report::{input_memory, region_memory, InputMemory, RegionMemory};
-use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::sync::lock;
 use std::any::Any;
 use std::collections::HashSet;

@@ -1,8 +1,9 @@
-//! Hooks users give the runtime: saved-tensor hooks (`tensor_hooks`, and
-//! where they apply: `saved_tensors`) and state hooks (`state_hooks`).
+//! Hooks users give the runtime, as values: saved-tensor hook pairs
+//! (`tensor_hooks`), save names, and state hooks (`state_hooks`,
+//! `buffers`). Where a pair applies is the mechanism's job
+//! (`checkpointing/saved_tensors.rs`).
 
 pub(crate) mod buffers;
 pub(crate) mod save_names;
-pub(crate) mod saved_tensors;
 pub(crate) mod state_hooks;
 pub(crate) mod tensor_hooks;

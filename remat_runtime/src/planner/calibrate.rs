@@ -7,11 +7,11 @@
 use crate::bridge::storage_key;
 use crate::checkpointing::auto;
 use crate::checkpointing::auto::DecisionTable;
-use crate::diagnostics::timing::{record_into, ProfileSink};
 use crate::error::{Error, Result};
 use crate::planner::choice::Choice;
 use crate::planner::cost::Profile;
 use crate::planner::estimate::Estimate;
+use crate::recorders::timing::{record_into, ProfileSink};
 use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

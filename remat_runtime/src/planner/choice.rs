@@ -5,7 +5,7 @@
 //! `Auto` regions (forward order); the table maps them back to names.
 
 use crate::checkpointing::auto::{Decision, DecisionTable};
-use crate::checkpointing::policy::Policy;
+use crate::policy::Policy;
 use std::sync::Arc;
 
 /// Whether a planned checkpoint checkpoints, and which of its `Auto`

@@ -6,8 +6,10 @@
 //! (a measured time with its spread), `cost` (what a profile holds:
 //! each choice's bytes and time), `profile` (measuring them), `calibrate`
 //! (their times, as replays), `plan` (the exact solver and
-//! activation), `file` (plan files). Policy tables (`crate::policies`,
-//! docs/policies.md), the configuration form of a plan, are public here.
+//! activation), `file` (plan files), `to_table` (a plan as the policy
+//! table that decides as it does) and `table_file` (table files, which may
+//! hold a plan). Policy tables (`crate::policies`, docs/policies.md), the
+//! configuration form of a plan, are public here.
 
 pub(crate) mod calibrate;
 pub(crate) mod choice;
@@ -16,10 +18,11 @@ pub(crate) mod estimate;
 pub(crate) mod file;
 pub(crate) mod plan;
 pub(crate) mod profile;
+pub(crate) mod table_file;
+pub(crate) mod to_table;
 
 pub use crate::policies::{
     regions, CheckpointEntry, PolicyRule, PolicyTable, RegionEntry, RegionList, TableGuard,
-    TABLE_FORMAT,
 };
 pub use calibrate::MODEL_ERROR;
 pub use choice::Choice;
@@ -28,3 +31,4 @@ pub use estimate::Estimate;
 pub use file::{parse_bytes, PLAN_FORMAT};
 pub use plan::{assignments, predict, LayerPlan, Plan, PlanGuard, Prediction, Target};
 pub use profile::{measure_kept_bytes, profile, profile_with, profile_with_offload};
+pub use table_file::TABLE_FORMAT;

@@ -23,11 +23,11 @@
 //! choices under the profile it was made or checked against.
 
 use crate::checkpointing::auto::{self, ActiveGuard};
-use crate::checkpointing::policy::Policy;
 use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
 use crate::planner::choice::{decision_table, Choice};
 use crate::planner::cost::{ChoiceCost, Profile};
+use crate::policy::Policy;
 use std::fmt;
 use std::sync::Arc;
 

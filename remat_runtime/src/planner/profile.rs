@@ -36,15 +36,15 @@
 //! parameters' `.grad` are untouched) and leaves no plan active.
 
 use crate::checkpointing::auto::{self, DecisionTable};
-use crate::checkpointing::policy::Policy;
 use crate::diagnostics::median::median;
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
-use crate::diagnostics::timing::{record_into, CheckpointCall, DeviceTimer, ProfileSink};
 use crate::error::{Error, Result};
 use crate::planner::calibrate::calibrate;
 use crate::planner::choice::Choice;
 use crate::planner::cost::{ChoiceCost, CopyCost, LayerKind, Profile, MAX_AUTO_REGIONS};
 use crate::planner::estimate::Estimate;
+use crate::policy::Policy;
+use crate::recorders::timing::{record_into, CheckpointCall, DeviceTimer, ProfileSink};
 use crate::sync::lock;
 use std::sync::Arc;
 use tch::Tensor;
@@ -524,8 +524,8 @@ fn finish_kind(kind: &mut LayerKind, tails: &[u64], copy: Option<CopyCost>) {
 #[cfg(test)]
 mod tests {
     use super::{finish_kind, structure, tail_ns, time_kind};
-    use crate::checkpointing::policy::Policy;
-    use crate::diagnostics::timing::{CheckpointCall, RegionCall};
+    use crate::policy::Policy;
+    use crate::recorders::timing::{CheckpointCall, RegionCall};
     use std::time::Duration;
 
     fn ms(n: u64) -> Duration {

@@ -12,12 +12,12 @@
 //! listing's names are exactly those a table's rules match (Q1).
 
 use crate::checkpointing::auto;
-use crate::checkpointing::policy::Policy;
 use crate::diagnostics::format::human_bytes;
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
-use crate::diagnostics::timing::{record_into, ProfileSink};
 use crate::error::{Error, Result};
 use crate::policies::table::{policy_text, PolicyTable};
+use crate::policy::Policy;
+use crate::recorders::timing::{record_into, ProfileSink};
 use crate::sync::lock;
 use std::collections::HashMap;
 use std::fmt;

@@ -11,11 +11,11 @@
 //! docs/semantics.md, rules Q1-Q5; errors E32 and E33 (files: Q6, E34).
 
 use crate::checkpointing::auto::{self, ActiveGuard, Rules};
-use crate::checkpointing::policy::Policy;
 use crate::diagnostics::device::{from_name, name_of};
 use crate::error::{Error, Result};
 use crate::policies::glob::Glob;
 use crate::policies::nearest::nearest_note;
+use crate::policy::Policy;
 use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -859,8 +859,8 @@ mod tests {
     }
 
     #[test]
-    // docs/semantics.md, rules Q1 and O1: offload in rules, their text and
-    // their files, with a target device; a bad target is refused.
+    // docs/semantics.md, rules Q1 and O1: offload in rules and their text,
+    // with a target device (their files: planner/table_file.rs).
     fn offload_rules_mix_with_the_others_and_round_trip() {
         let t = PolicyTable::new()
             .save("*::*")
@@ -881,9 +881,6 @@ mod tests {
         assert_eq!(t.decide_region("layers.4", "mlp"), Some(Policy::Save));
         assert_eq!(t.decide_checkpoint("layers.3"), Some(false));
         assert_eq!(t.rules()[2].to_string(), "layers.0::mlp.up: offload:cuda:1");
-        let json = t.to_json();
-        assert!(json.contains(r#""policy": "offload:cuda:1""#), "{json}");
-        assert_eq!(PolicyTable::from_json(&json).unwrap(), t);
         for text in [
             "save",
             "recompute",
@@ -894,16 +891,5 @@ mod tests {
             let p = parse_policy(text).unwrap();
             assert_eq!(parse_policy(&policy_text(p)), Some(p), "{text}");
         }
-        let err = PolicyTable::from_json(
-            r#"{"format": "remat-policy/1", "rules": [{"region": "mlp", "policy": "offload:gpu"}]}"#,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains(
-                "policy `offload:gpu`; expected `save`, `recompute`, `offload` or `offload:DEVICE`"
-            ),
-            "{err}"
-        );
     }
 }

@@ -14,8 +14,8 @@
 use crate::bridge::{HookPair, Payload};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame;
+use crate::checkpointing::saved_tensors::SavedTensorsHooks;
 use crate::error::{Error, Result};
-use crate::hooks::saved_tensors::SavedTensorsHooks;
 use crate::io::{RegionInput, RegionOutput};
 use crate::sync::lock;
 use std::any::Any;

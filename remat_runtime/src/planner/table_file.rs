@@ -9,13 +9,13 @@
 //! against a model ([`PolicyTable::check`]) has no rule that matches nothing
 //! the model runs.
 
-use crate::checkpointing::policy::Policy;
 use crate::error::{Error, Result};
 use crate::planner::Plan;
 use crate::planner::PLAN_FORMAT;
 use crate::policies::listing::RegionList;
 use crate::policies::nearest::nearest_note;
 use crate::policies::table::{parse_policy, policy_text, PolicyRule, PolicyTable};
+use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -292,5 +292,39 @@ fn in_file(path: &Path, e: Error) -> Error {
     match e {
         Error::Policy(m) | Error::Plan(m) => Error::Policy(format!("{}: {m}", path.display())),
         e => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policies::table::{PolicyRule, PolicyTable};
+    use crate::policy::Policy;
+
+    #[test]
+    // docs/semantics.md, rules Q1, Q6 and O1: offload rules with a target
+    // device round-trip through a table file; a bad target is refused.
+    fn offload_rules_round_trip_through_a_file_and_a_bad_target_is_refused() {
+        let t = PolicyTable::new()
+            .save("*::*")
+            .offload("layers.[0-3]::mlp*")
+            .rule(PolicyRule::Region {
+                pattern: "layers.0::mlp.up".into(),
+                policy: Policy::Offload(tch::Device::Cuda(1)),
+            })
+            .checkpoint("layers.3", false);
+        let json = t.to_json();
+        assert!(json.contains(r#""policy": "offload:cuda:1""#), "{json}");
+        assert_eq!(PolicyTable::from_json(&json).unwrap(), t);
+        let err = PolicyTable::from_json(
+            r#"{"format": "remat-policy/1", "rules": [{"region": "mlp", "policy": "offload:gpu"}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(
+                "policy `offload:gpu`; expected `save`, `recompute`, `offload` or `offload:DEVICE`"
+            ),
+            "{err}"
+        );
     }
 }

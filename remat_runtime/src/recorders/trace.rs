@@ -3,10 +3,9 @@
 //! Invariant: only the forward is recorded (replay is not), and a scope's
 //! guard closes exactly the scope it opened (docs/semantics.md, rule D1).
 
-use crate::checkpointing::frame::is_recomputing;
-use crate::checkpointing::policy::Policy;
+use crate::policy::Policy;
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 
 /// One node of a [`Trace`].
@@ -117,6 +116,28 @@ fn close_top(stack: &mut Vec<OpenScope>) {
 
 thread_local! {
     static TRACE: RefCell<Option<Collector>> = const { RefCell::new(None) };
+    /// How many recomputations run on this thread: nothing is recorded
+    /// while one does (rule D1).
+    static PAUSED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Pauses recording on this thread until dropped: what a recomputation
+/// runs is never recorded (rule D1), nested checkpoints' forwards included.
+pub(crate) struct Paused(());
+
+pub(crate) fn pause() -> Paused {
+    PAUSED.with(|p| p.set(p.get() + 1));
+    Paused(())
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        PAUSED.with(|p| p.set(p.get().saturating_sub(1)));
+    }
+}
+
+fn paused() -> bool {
+    PAUSED.with(Cell::get) > 0
 }
 
 /// Runs `f` and returns what it traced on this thread.
@@ -247,7 +268,7 @@ fn open_scope(
     name: impl Into<Cow<'static, str>>,
     metadata: Option<impl FnOnce() -> String>,
 ) -> ScopeGuard {
-    if is_recomputing() || TRACE.with(|t| t.borrow().is_none()) {
+    if paused() || TRACE.with(|t| t.borrow().is_none()) {
         return ScopeGuard { open: false };
     }
     // Formatted outside the borrow: the closure may run user code.
@@ -278,6 +299,9 @@ impl Drop for ScopeGuard {
 
 /// Records a region reached on a forward, if a trace is being collected.
 pub(crate) fn record_region(name: &str, policy: Policy) {
+    if paused() {
+        return;
+    }
     TRACE.with(|t| {
         if let Some(c) = &mut *t.borrow_mut() {
             if let Some(top) = c.stack.last_mut() {

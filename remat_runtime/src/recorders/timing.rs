@@ -8,7 +8,7 @@
 //! its own duration (what the planner's calibration costs a choice by).
 
 use crate::bridge::{storage_key, storage_nbytes};
-use crate::checkpointing::policy::Policy;
+use crate::policy::Policy;
 use crate::sync::lock;
 use std::cell::RefCell;
 use std::collections::HashSet;
