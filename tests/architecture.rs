@@ -119,6 +119,19 @@ fn module_files(src: &Path) -> Vec<(Vec<String>, String)> {
         .collect()
 }
 
+/// A source file's code: its unit-test module and comments left out.
+fn code_of(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let text = match text.find("#[cfg(test)]\nmod ") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Which files each file imports through `crate::`, `super::` and `self::`
 /// paths (comments and `#[cfg(test)]` modules aside). Facades (`lib.rs`,
 /// `mod.rs`) only re-export, and unit-test folders only use: both are left
@@ -132,16 +145,7 @@ fn import_graph(src: &Path) -> Vec<(String, Vec<String>)> {
         if is_facade(file) || me.first().is_some_and(|m| m == "tests") {
             continue;
         }
-        let text = std::fs::read_to_string(src.join(file)).unwrap();
-        let text = match text.find("#[cfg(test)]\nmod ") {
-            Some(i) => &text[..i],
-            None => &text[..],
-        };
-        let code: String = text
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = code_of(&src.join(file));
         let mut targets = Vec::new();
         for head in ["crate::", "super::", "self::"] {
             for (at, _) in code.match_indices(head) {
@@ -182,36 +186,40 @@ fn no_two_source_files_import_each_other() {
     let mut circles = Vec::new();
     for krate in CRATES {
         let graph = import_graph(&root().join(krate));
-        let reaches = |from: &str, to: &str| {
-            let (mut seen, mut todo) = (vec![from.to_string()], vec![from.to_string()]);
-            while let Some(f) = todo.pop() {
-                for (_, next) in graph.iter().filter(|(g, _)| *g == f) {
-                    for n in next {
-                        if n == to {
-                            return true;
-                        }
-                        if !seen.contains(n) {
-                            seen.push(n.clone());
-                            todo.push(n.clone());
-                        }
-                    }
-                }
-            }
-            false
-        };
-        for (a, targets) in &graph {
-            for b in targets {
-                if a < b && reaches(b, a) {
-                    circles.push(format!("{krate}: {a} <-> {b}"));
-                }
-            }
-        }
+        circles.extend(pairs_in_circles(&graph).map(|(a, b)| format!("{krate}: {a} <-> {b}")));
     }
     assert!(
         circles.is_empty(),
         "files that import each other (move the shared part down):\n{}",
         circles.join("\n")
     );
+}
+
+/// The pairs `a < b` of a graph that reach each other.
+fn pairs_in_circles(graph: &[(String, Vec<String>)]) -> impl Iterator<Item = (&str, &str)> {
+    let reaches = move |from: &str, to: &str| {
+        let (mut seen, mut todo) = (vec![from.to_string()], vec![from.to_string()]);
+        while let Some(u) = todo.pop() {
+            for (_, next) in graph.iter().filter(|(g, _)| *g == u) {
+                for n in next {
+                    if n == to {
+                        return true;
+                    }
+                    if !seen.contains(n) {
+                        seen.push(n.clone());
+                        todo.push(n.clone());
+                    }
+                }
+            }
+        }
+        false
+    };
+    graph.iter().flat_map(move |(a, targets)| {
+        targets
+            .iter()
+            .filter(move |b| a < *b && reaches(b, a))
+            .map(move |b| (a.as_str(), b.as_str()))
+    })
 }
 
 /// Which top-level modules (folders and root files) of a crate each one
@@ -232,16 +240,7 @@ fn folder_graph(src: &Path) -> Vec<(String, Vec<String>)> {
         if unit.is_empty() || unit == "tests" {
             continue;
         }
-        let text = std::fs::read_to_string(src.join(file)).unwrap();
-        let text = match text.find("#[cfg(test)]\nmod ") {
-            Some(i) => &text[..i],
-            None => &text[..],
-        };
-        let code: String = text
-            .lines()
-            .map(|l| l.split("//").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = code_of(&src.join(file));
         let mut targets = Vec::new();
         for (at, _) in code.match_indices("crate::") {
             if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
@@ -277,30 +276,7 @@ fn no_two_folders_import_each_other() {
     let mut circles = Vec::new();
     for krate in CRATES {
         let graph = folder_graph(&root().join(krate));
-        let reaches = |from: &str, to: &str| {
-            let (mut seen, mut todo) = (vec![from.to_string()], vec![from.to_string()]);
-            while let Some(u) = todo.pop() {
-                for (_, next) in graph.iter().filter(|(g, _)| *g == u) {
-                    for n in next {
-                        if n == to {
-                            return true;
-                        }
-                        if !seen.contains(n) {
-                            seen.push(n.clone());
-                            todo.push(n.clone());
-                        }
-                    }
-                }
-            }
-            false
-        };
-        for (a, targets) in &graph {
-            for b in targets {
-                if a < b && reaches(b, a) {
-                    circles.push(format!("{krate}: {a} <-> {b}"));
-                }
-            }
-        }
+        circles.extend(pairs_in_circles(&graph).map(|(a, b)| format!("{krate}: {a} <-> {b}")));
     }
     assert!(
         circles.is_empty(),

@@ -33,8 +33,27 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `.md` and `.rs` file of the repository, by path from the root
-/// (build outputs and hidden folders left out).
+/// Every `.md` and `.rs` file of the repository with its text, by path
+/// from the root.
+fn source_texts() -> Vec<(String, String)> {
+    let root = root();
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+/// Every `.md` and `.rs` file below `dir` (build outputs and hidden folders
+/// left out).
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -103,19 +122,11 @@ fn section_folder(line: &str) -> Option<&str> {
 #[test]
 fn every_path_the_docs_and_module_headers_name_exists() {
     let root = root();
-    let mut files = Vec::new();
-    sources(&root, &mut files);
     let mut missing = Vec::new();
-    for file in &files {
-        let rel = file
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
+    for (rel, text) in source_texts() {
         if rel == "CHANGELOG.md" {
             continue;
         }
-        let text = std::fs::read_to_string(file).unwrap();
         let markdown = rel.ends_with(".md");
         let mut section: Option<String> = None;
         for (n, line) in text.lines().enumerate() {
@@ -145,18 +156,9 @@ fn every_path_the_docs_and_module_headers_name_exists() {
 
 #[test]
 fn no_file_names_a_tracker_issue_by_number() {
-    let root = root();
-    let mut files = Vec::new();
-    sources(&root, &mut files);
     let mut found = Vec::new();
-    for file in &files {
-        let rel = file
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        let text = std::fs::read_to_string(file).unwrap().to_ascii_lowercase();
-        for (n, line) in text.lines().enumerate() {
+    for (rel, text) in source_texts() {
+        for (n, line) in text.to_ascii_lowercase().lines().enumerate() {
             let mut rest = line;
             while let Some(at) = rest.find("issue ") {
                 let after = &rest[at + "issue ".len()..];

@@ -4,31 +4,10 @@
 //! checkpoint can keep or drop its values, bitwise as without checkpoints.
 
 use crate::common::assert_bitwise;
-use remat::{checkpoint, region, storage::WeakStorage, Policy};
+use crate::ways::{values, Way, WAYS};
+use remat::{checkpoint, region, storage::WeakStorage};
 use std::sync::{Arc, Mutex};
 use tch::{Kind, Tensor};
-
-/// Values of no pattern, the same in every test thread.
-fn values(n: i64, seed: f64) -> Tensor {
-    (Tensor::arange(n, tch::kind::FLOAT_CPU) * 1.3 + seed).sin()
-}
-
-/// How the closure's middle value is made.
-#[derive(Clone, Copy, Debug)]
-enum Way {
-    Plain,
-    Bare { early_stop: bool },
-    Region(Policy),
-}
-
-const WAYS: [Way; 6] = [
-    Way::Bare { early_stop: false },
-    Way::Bare { early_stop: true },
-    Way::Region(Policy::Recompute),
-    Way::Region(Policy::Save),
-    Way::Region(Policy::OFFLOAD),
-    Way::Region(Policy::Auto),
-];
 
 /// A gradient penalty: `y = sum(tanh(x w)^2)`, its gradient with respect
 /// to the input taken with `create_graph`, and `y + sum(g^2)`.

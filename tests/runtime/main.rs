@@ -18,3 +18,4 @@ mod options;
 mod outputs;
 mod rules;
 mod threads;
+mod ways;

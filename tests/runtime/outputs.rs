@@ -4,35 +4,9 @@
 //! and outputs that are views of each other, bitwise as without checkpoints.
 
 use crate::common::assert_bitwise;
+use crate::ways::{values, Way, WAYS};
 use remat::{checkpoint, region, Policy};
 use tch::{Kind, Tensor};
-
-/// How the closure's middle value is made: every way a checkpoint can keep
-/// or drop it.
-#[derive(Clone, Copy, Debug)]
-enum Way {
-    /// No checkpoint at all: the reference.
-    Plain,
-    /// Bare code in a checkpoint, early stop as given.
-    Bare { early_stop: bool },
-    /// Inside a region of this policy.
-    Region(Policy),
-}
-
-const WAYS: [Way; 6] = [
-    Way::Bare { early_stop: true },
-    Way::Bare { early_stop: false },
-    Way::Region(Policy::Recompute),
-    Way::Region(Policy::Save),
-    Way::Region(Policy::OFFLOAD),
-    Way::Region(Policy::Auto),
-];
-
-/// Values of no pattern, the same in every test thread (the global generator
-/// is shared with the tests running beside these).
-fn values(n: i64, seed: f64) -> Tensor {
-    (Tensor::arange(n, tch::kind::FLOAT_CPU) * 1.7 + seed).sin() * 1.3
-}
 
 fn weight() -> Tensor {
     values(36, 0.5).view([6, 6]).set_requires_grad(true)
