@@ -12,6 +12,7 @@ mod apply;
 mod autocast;
 mod errors;
 mod exact;
+mod kinds;
 mod offload;
 mod stable;
 mod tables;

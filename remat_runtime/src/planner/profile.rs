@@ -253,6 +253,11 @@ type Structure = (Vec<String>, Vec<LayerKind>, Vec<usize>);
 fn structure(calls: &[CheckpointCall], offload: bool) -> Result<Structure> {
     let mut layers: Vec<String> = Vec::new();
     let mut kinds: Vec<LayerKind> = Vec::new();
+    // What each kind's first member saved on the baseline forward: a kind
+    // is a promise that its members keep the same bytes, so a checkpoint
+    // alike in regions and inputs whose body saves otherwise is a kind of
+    // its own (docs/planner.md, "Kinds").
+    let mut signatures: Vec<&[(Vec<i64>, tch::Kind)]> = Vec::new();
     let mut layer_kind = Vec::new();
     for call in calls {
         let regions: Vec<String> = call
@@ -284,8 +289,11 @@ fn structure(calls: &[CheckpointCall], offload: bool) -> Result<Structure> {
                 regions.len()
             )));
         }
-        let k = kinds.iter().position(|k| {
-            k.regions == regions && k.can_disable == call.auto && k.input_sizes == call.input_sizes
+        let k = kinds.iter().zip(&signatures).position(|(k, saved)| {
+            k.regions == regions
+                && k.can_disable == call.auto
+                && k.input_sizes == call.input_sizes
+                && *saved == &call.saved_shapes[..]
         });
         let k = match k {
             Some(k) => k,
@@ -324,6 +332,7 @@ fn structure(calls: &[CheckpointCall], offload: bool) -> Result<Structure> {
                     whole_bytes: None,
                     choices,
                 });
+                signatures.push(&call.saved_shapes);
                 kinds.len() - 1
             }
         };

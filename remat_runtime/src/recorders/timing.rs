@@ -81,6 +81,10 @@ pub(crate) struct CheckpointCall {
     /// When each save that became a holder was made, from the closure's
     /// start: where an early-stopped replay may end.
     pub saves: Vec<Duration>,
+    /// The sizes and element type of every tensor the forward saved, in
+    /// order: what the body keeps, which checkpoints of one kind share
+    /// (docs/planner.md, "Kinds").
+    pub saved_shapes: Vec<(Vec<i64>, tch::Kind)>,
     pub regions: Vec<RegionCall>,
     /// Time spent replaying it inside backward, all replays summed (a
     /// retained graph replays once per backward).
@@ -101,11 +105,14 @@ impl Clone for Handles {
     }
 }
 
-/// Notes a tensor a checkpoint's forward saved, when it is a leaf that
-/// requires grad (only while profiling: `call` is the checkpoint's record).
+/// Notes a tensor a checkpoint's forward saved: its shape, and the tensor
+/// itself when it is a leaf that requires grad (only while profiling:
+/// `call` is the checkpoint's record).
 pub(crate) fn note_saved(call: &Mutex<CheckpointCall>, tensor: &Tensor) {
+    let mut call = lock(call);
+    call.saved_shapes.push((tensor.size(), tensor.kind()));
     if tensor.requires_grad() && tensor.is_leaf() {
-        lock(call).leaves.0.push(tensor.shallow_clone());
+        call.leaves.0.push(tensor.shallow_clone());
     }
 }
 
