@@ -59,6 +59,7 @@ fn replay_keeps_the_forward_decision() {
                 save: vec![true],
                 offload: vec![false],
             },
+            inputs: None,
         }],
         predicted: Prediction {
             kept_bytes: 0,

@@ -58,3 +58,43 @@ fn checkpoints_alike_but_for_their_bodies_are_kinds_of_their_own() {
         assert_eq!(measured, plan.predicted.kept_bytes, "{choices:?}\n{plan}");
     }
 }
+
+#[test]
+// docs/semantics.md, E25: a plan applied to a model that changed since its
+// profile fails naming the checkpoint, never runs with a wrong figure:
+// other input shapes, and a block the plan does not know.
+fn a_plan_for_another_model_fails_naming_the_checkpoint() {
+    let _serial = serial();
+    let model = TwoBlocks::new();
+    let profile = profile_with(|| model.loss(), 1).unwrap();
+    let plan = Plan::minimum(&profile);
+    let failure = |model: &TwoBlocks| {
+        let caught =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plan.scope(|| model.loss())));
+        let payload = caught.expect_err("the plan ran on another model");
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut wider = TwoBlocks::new();
+    wider.x = values(12, 0.3).view([3, 4]);
+    let message = failure(&wider);
+    assert!(
+        message.contains("checkpoint `blocks.0`")
+            && message.contains("made for inputs of shapes [[2, 4]]")
+            && message.contains("[[3, 4]]"),
+        "{message}"
+    );
+    let mut renamed = plan.clone();
+    renamed.layers[1].name = "blocks.9".into();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        renamed.scope(|| model.loss())
+    }));
+    let payload = caught.expect_err("a block the plan does not know ran");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("blocks.1"), "{message}");
+}

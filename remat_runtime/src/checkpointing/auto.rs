@@ -29,6 +29,8 @@ pub(crate) struct Decision {
     pub checkpointed: bool,
     /// `Save` or `Recompute` per `Auto` region name.
     pub regions: Vec<(String, Policy)>,
+    /// The input shapes the plan was made for (`None`: not checked).
+    pub inputs: Option<Vec<Vec<i64>>>,
 }
 
 /// Decisions by checkpoint name: what a plan becomes when activated.
@@ -121,6 +123,29 @@ pub(crate) fn resolve(name: Option<&str>) -> Resolved {
 }
 
 impl Resolved {
+    /// Whether the plan's decision was made for inputs of these shapes
+    /// (E25): under a plan for another model the figures would not hold,
+    /// so the call fails, naming the checkpoint, instead of running with a
+    /// wrong prediction.
+    pub(crate) fn check_inputs(&self, inputs: &[Option<tch::Tensor>]) -> Result<(), String> {
+        let Resolved::Decided(d) = self else {
+            return Ok(());
+        };
+        let sizes = || -> Vec<Vec<i64>> { inputs.iter().flatten().map(|t| t.size()).collect() };
+        match &d.inputs {
+            Some(planned) if *planned != sizes() => {
+                let sizes = sizes();
+                Err(format!(
+                    "the active plan was made for inputs of shapes {planned:?}, and this \
+                     call's are {sizes:?}: the model changed since it was profiled, so the \
+                     plan's predictions do not hold for it; profile the model again and make \
+                     a new plan"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Whether an `auto()` checkpoint named `checkpoint` checkpoints.
     pub(crate) fn checkpointed(&self, checkpoint: &str) -> Result<bool, String> {
         match self {

@@ -451,6 +451,15 @@ impl Checkpoint {
             let _plain = frame::enter_plain_body();
             return Ok(returned_plain(body(owned(flat))));
         }
+        // docs/semantics.md, rule R3 (E25): a plan made for other input
+        // shapes does not hold for this call (a plain run keeps nothing, so
+        // it is not asked).
+        decision
+            .check_inputs(&flat)
+            .map_err(|message| Error::Checkpoint {
+                checkpoint: self.name.clone().unwrap_or_else(|| "<unnamed>".into()),
+                message,
+            })?;
         let profile =
             timing::start_call(self.name.as_deref(), self.enabled == Enabled::Auto, &flat);
 

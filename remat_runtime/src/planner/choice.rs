@@ -151,13 +151,14 @@ impl std::fmt::Display for Choice {
 /// choice)` per planned checkpoint.
 pub(crate) fn decision_table<'a>(
     describe: String,
-    layers: impl IntoIterator<Item = (&'a str, &'a [String], &'a Choice)>,
+    layers: impl IntoIterator<Item = (&'a str, &'a [String], &'a Choice, Option<&'a [Vec<i64>]>)>,
 ) -> DecisionTable {
     let checkpoints = layers
         .into_iter()
-        .map(|(name, regions, choice)| {
+        .map(|(name, regions, choice, inputs)| {
             let decision = Decision {
                 checkpointed: choice.checkpointed,
+                inputs: inputs.map(<[Vec<i64>]>::to_vec),
                 regions: regions
                     .iter()
                     .enumerate()

@@ -157,6 +157,8 @@ impl Profile {
                     name.as_str(),
                     kind.regions.as_slice(),
                     &kind.choices[choices[i]].choice,
+                    // The profile's own forwards: the shapes are its.
+                    None,
                 )
             }),
         )

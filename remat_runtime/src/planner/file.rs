@@ -50,6 +50,9 @@ struct FileCheckpoint {
     /// The model's order of `regions` (a map is sorted by name).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     order: Vec<String>,
+    /// The shapes of its inputs when profiled (absent: not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inputs: Option<Vec<Vec<i64>>>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq)]
@@ -73,6 +76,7 @@ impl Plan {
     ///         name: "layers.0".into(),
     ///         regions: vec!["attention".into(), "mlp".into()],
     ///         choice: Choice { checkpointed: true, save: vec![true, false], offload: vec![false; 2] },
+    ///         inputs: Some(vec![vec![2, 64, 128]]),
     ///     }],
     ///     predicted: Prediction { kept_bytes: 1000, peak_bytes: 2000, replay_ns: 5, spread_ns: 1 },
     /// };
@@ -125,6 +129,7 @@ impl Plan {
                         } else {
                             l.regions.clone()
                         },
+                        inputs: l.inputs.clone(),
                     }
                 })
                 .collect(),
@@ -191,6 +196,7 @@ impl Plan {
                     save,
                     offload,
                 },
+                inputs: c.inputs,
             });
         }
         Ok(Plan {

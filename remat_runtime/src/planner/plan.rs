@@ -65,6 +65,10 @@ pub struct LayerPlan {
     pub regions: Vec<String>,
     /// What it does.
     pub choice: Choice,
+    /// The shapes of its inputs when the profile measured it; a call with
+    /// other shapes under this plan is an error naming it (the plan's
+    /// figures would not hold). `None`: not checked.
+    pub inputs: Option<Vec<Vec<i64>>>,
 }
 
 impl LayerPlan {
@@ -77,6 +81,7 @@ impl LayerPlan {
     ///     name: "layers.0".into(),
     ///     regions: vec!["attention".into()],
     ///     choice: Choice { checkpointed: true, save: vec![true], offload: vec![false] },
+    ///     inputs: None,
     /// };
     /// assert_eq!(l.policy("attention"), Some(Policy::Save));
     /// ```
@@ -573,6 +578,7 @@ impl Plan {
                     name: profile.layers[i].clone(),
                     regions: kind.regions.clone(),
                     choice: kind.choices[c].choice.clone(),
+                    inputs: Some(kind.input_sizes.clone()),
                 }
             })
             .collect();
@@ -660,9 +666,14 @@ impl Plan {
         };
         let table = decision_table(
             describe,
-            self.layers
-                .iter()
-                .map(|l| (l.name.as_str(), l.regions.as_slice(), &l.choice)),
+            self.layers.iter().map(|l| {
+                (
+                    l.name.as_str(),
+                    l.regions.as_slice(),
+                    &l.choice,
+                    l.inputs.as_deref(),
+                )
+            }),
         );
         PlanGuard {
             _active: auto::push(Some(Arc::new(table))),

@@ -26,11 +26,13 @@ impl Plan {
     ///             name: "layers.0".into(),
     ///             regions: vec!["attention".into(), "mlp".into()],
     ///             choice: Choice { checkpointed: true, save: vec![true, false], offload: vec![false; 2] },
+    ///             inputs: None,
     ///         },
     ///         LayerPlan {
     ///             name: "layers.1".into(),
     ///             regions: vec!["attention".into(), "mlp".into()],
     ///             choice: Choice::whole(2),
+    ///             inputs: None,
     ///         },
     ///     ],
     ///     predicted: Prediction { kept_bytes: 0, peak_bytes: 0, replay_ns: 0, spread_ns: 0 },
