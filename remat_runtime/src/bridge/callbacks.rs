@@ -130,9 +130,7 @@ unsafe extern "C" fn hooks_pack(
     // SAFETY: C++ hands over ownership of `tensor`; `hooks` is the
     // `Arc<dyn HookPair>` box pushed by `push_hooks`, alive while C++ holds it.
     let (pair, tensor) = unsafe { (&*(hooks as *const Arc<dyn HookPair>), take_tensor(tensor)) };
-    match run(err, "saved-tensor pack hook", || {
-        pair.pack_saved(tensor, site)
-    }) {
+    match run(err, "saved-tensor pack hook", || pair.pack(tensor, site)) {
         Some(payload) => Box::into_raw(Box::new(Mutex::new(payload))) as *mut c_void,
         None => std::ptr::null_mut(),
     }

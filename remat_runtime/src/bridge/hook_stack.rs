@@ -32,14 +32,9 @@ pub(crate) struct SaveSite {
 /// A pack/unpack pair as libtorch sees it. Unpack may run on an autograd
 /// worker thread, hence `Send + Sync`; payloads are locked while unpacked.
 pub(crate) trait HookPair: Send + Sync + 'static {
-    /// Receives a detached alias of the tensor being saved.
-    fn pack(&self, tensor: Tensor) -> Result<Payload, String>;
-    /// What libtorch calls, with where the save was made. Most pairs do not
-    /// care.
-    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
-        let _ = site;
-        self.pack(tensor)
-    }
+    /// Receives a detached alias of the tensor being saved, and where the
+    /// save was made (most pairs do not care).
+    fn pack(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String>;
     /// Gives back the tensor for a payload this pair packed.
     fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String>;
 }

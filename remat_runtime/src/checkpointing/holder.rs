@@ -55,20 +55,16 @@ struct Delegated {
 pub(crate) struct ForwardHooks(pub Arc<CheckpointState>);
 
 impl HookPair for ForwardHooks {
-    fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
-        self.pack_saved(tensor, SaveSite::default())
-    }
-
     /// The site goes on to a `Save` body's pair: it tells parameters apart
     /// (not billed as activations) and names the saving node.
-    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
+    fn pack(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         let state = &self.0;
         if let Some(call) = &state.profile {
             timing::note_saved(call, &tensor);
         }
         // docs/semantics.md, rule S1: the saves of a running Save body stay resident.
         if let Some(pair) = frame::save_pack_of(state) {
-            let payload = pair.pack_saved(tensor, site)?;
+            let payload = pair.pack(tensor, site)?;
             let rebuilt_in = is_rebuilt(&*payload).then(|| state.clone());
             return Ok(Box::new(Delegated {
                 pair,

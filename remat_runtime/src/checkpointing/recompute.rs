@@ -15,7 +15,7 @@
 //! (a recomputed checkpoint leaves the whole-model report).
 
 use crate::autocast::Entered;
-use crate::bridge::{grad_fn_saved, AutocastState, GradModeGuard, HookPair, Payload};
+use crate::bridge::{grad_fn_saved, AutocastState, GradModeGuard, HookPair, Payload, SaveSite};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::{StopState, STOP};
 use crate::checkpointing::frame::{self, Phase};
@@ -200,7 +200,7 @@ struct ReplayHooks {
 }
 
 impl HookPair for ReplayHooks {
-    fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
+    fn pack(&self, tensor: Tensor, _: SaveSite) -> Result<Payload, String> {
         let mut inner = lock(&self.state.inner);
         // docs/semantics.md, rule C17: once stopped (or with nothing left to
         // rebuild), every save fails, which ends the op saving it.

@@ -103,14 +103,10 @@ struct Native {
 }
 
 impl HookPair for Native {
-    fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
-        self.pack_saved(tensor, SaveSite::default())
-    }
-
     // Native pairs pack checkpoint inputs and saves outside checkpoints:
     // neither is something a checkpoint keeps, so (as in the reference) the
     // capture callback does not run and the context is `None`.
-    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
+    fn pack(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         self.hooks.pack(tensor, self.kind, None, site.param)
     }
 

@@ -55,11 +55,7 @@ struct Tracker(Arc<OutsideSaves>);
 struct Tracked(Tensor, #[allow(dead_code)] Arc<()>);
 
 impl HookPair for Tracker {
-    fn pack(&self, tensor: Tensor) -> Result<Payload, String> {
-        self.pack_saved(tensor, SaveSite::default())
-    }
-
-    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
+    fn pack(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         let token = Arc::new(());
         // Parameters are not activation memory; checkpoint inputs are billed
         // to their checkpoint (from its own record).

@@ -63,11 +63,7 @@ pub(crate) fn is_rebuilt(payload: &(dyn Any + Send)) -> bool {
 /// A record packs its `Save` body's saves (instead of the checkpoint's
 /// holders).
 impl HookPair for SaveRecord {
-    fn pack(&self, tensor: Tensor) -> std::result::Result<Payload, String> {
-        self.pack_saved(tensor, SaveSite::default())
-    }
-
-    fn pack_saved(&self, tensor: Tensor, site: SaveSite) -> std::result::Result<Payload, String> {
+    fn pack(&self, tensor: Tensor, site: SaveSite) -> std::result::Result<Payload, String> {
         // Packing happens while the body runs, when the region holds the
         // record: it is alive.
         let record = &self

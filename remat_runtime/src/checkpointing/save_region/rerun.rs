@@ -11,7 +11,7 @@
 //! body are plain calls, as on the forward), R5 (a region the forward did
 //! not record).
 
-use crate::bridge::{HookPair, Payload};
+use crate::bridge::{HookPair, Payload, SaveSite};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame;
 use crate::checkpointing::saved_tensors::SavedTensorsHooks;
@@ -26,7 +26,7 @@ use tch::Tensor;
 struct KeepForReplay;
 
 impl HookPair for KeepForReplay {
-    fn pack(&self, tensor: Tensor) -> std::result::Result<Payload, String> {
+    fn pack(&self, tensor: Tensor, _: SaveSite) -> std::result::Result<Payload, String> {
         Ok(Box::new(tensor))
     }
 
