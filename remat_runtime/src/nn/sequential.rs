@@ -90,6 +90,58 @@ fn fold_all<L: ?Sized>(
     all
 }
 
+/// The methods both sequences have, written once: `$ty` holds layers of
+/// the module trait `$module`, and `$ctor` is its constructor.
+macro_rules! sequence_methods {
+    ($ty:ident, $ctor:literal, $module:ident) => {
+        impl $ty {
+            /// The number of layers.
+            ///
+            /// ```
+            #[doc = concat!("assert_eq!(remat_runtime::nn::", $ctor, "().len(), 0);")]
+            /// ```
+            pub fn len(&self) -> i64 {
+                self.layers.len() as i64
+            }
+
+            /// Whether there are no layers.
+            ///
+            /// ```
+            #[doc = concat!("assert!(remat_runtime::nn::", $ctor, "().is_empty());")]
+            /// ```
+            pub fn is_empty(&self) -> bool {
+                self.layers.is_empty()
+            }
+
+            /// Appends a layer.
+            ///
+            /// ```
+            #[doc = concat!("let s = remat_runtime::nn::", $ctor, "().add(remat_runtime::nn::func(|x| x.relu()));")]
+            /// assert_eq!(s.len(), 1);
+            /// ```
+            #[allow(clippy::should_implement_trait)]
+            pub fn add<M: $module + Capture>(mut self, layer: M) -> Self {
+                self.layers.push(Box::new(layer));
+                self
+            }
+
+            /// Appends a layer defined by a closure (which owns what it uses).
+            ///
+            /// ```
+            #[doc = concat!("let s = remat_runtime::nn::", $ctor, "().add_fn(|x| x.relu());")]
+            /// assert_eq!(s.len(), 1);
+            /// ```
+            pub fn add_fn<F>(self, f: F) -> Self
+            where
+                F: Fn(&Tensor) -> Tensor,
+                F: LayerFn,
+            {
+                self.add(func(f))
+            }
+        }
+    };
+}
+
 /// tch's `Sequential`, capturable.
 #[derive(Debug)]
 pub struct Sequential {
@@ -115,51 +167,9 @@ pub fn seq() -> Sequential {
     Sequential { layers: Vec::new() }
 }
 
+sequence_methods!(Sequential, "seq", Module);
+
 impl Sequential {
-    /// The number of layers.
-    ///
-    /// ```
-    /// assert_eq!(remat_runtime::nn::seq().len(), 0);
-    /// ```
-    pub fn len(&self) -> i64 {
-        self.layers.len() as i64
-    }
-
-    /// Whether there are no layers.
-    ///
-    /// ```
-    /// assert!(remat_runtime::nn::seq().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.layers.is_empty()
-    }
-
-    /// Appends a layer.
-    ///
-    /// ```
-    /// let s = remat_runtime::nn::seq().add(remat_runtime::nn::func(|x| x.relu()));
-    /// assert_eq!(s.len(), 1);
-    /// ```
-    #[allow(clippy::should_implement_trait)]
-    pub fn add<M: Module + Capture>(mut self, layer: M) -> Self {
-        self.layers.push(Box::new(layer));
-        self
-    }
-
-    /// Appends a layer defined by a closure (which owns what it uses).
-    ///
-    /// ```
-    /// let s = remat_runtime::nn::seq().add_fn(|x| x.relu());
-    /// assert_eq!(s.len(), 1);
-    /// ```
-    pub fn add_fn<F>(self, f: F) -> Self
-    where
-        F: Fn(&Tensor) -> Tensor,
-        F: LayerFn,
-    {
-        self.add(func(f))
-    }
-
     /// The outputs of the first `n` layers (all by default), in order.
     ///
     /// ```
@@ -210,51 +220,9 @@ pub fn seq_t() -> SequentialT {
     SequentialT { layers: Vec::new() }
 }
 
+sequence_methods!(SequentialT, "seq_t", ModuleT);
+
 impl SequentialT {
-    /// The number of layers.
-    ///
-    /// ```
-    /// assert_eq!(remat_runtime::nn::seq_t().len(), 0);
-    /// ```
-    pub fn len(&self) -> i64 {
-        self.layers.len() as i64
-    }
-
-    /// Whether there are no layers.
-    ///
-    /// ```
-    /// assert!(remat_runtime::nn::seq_t().is_empty());
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.layers.is_empty()
-    }
-
-    /// Appends a layer.
-    ///
-    /// ```
-    /// let s = remat_runtime::nn::seq_t().add(remat_runtime::nn::func(|x| x.relu()));
-    /// assert_eq!(s.len(), 1);
-    /// ```
-    #[allow(clippy::should_implement_trait)]
-    pub fn add<M: ModuleT + Capture>(mut self, layer: M) -> Self {
-        self.layers.push(Box::new(layer));
-        self
-    }
-
-    /// Appends a layer defined by a closure (which owns what it uses).
-    ///
-    /// ```
-    /// let s = remat_runtime::nn::seq_t().add_fn(|x| x.relu());
-    /// assert_eq!(s.len(), 1);
-    /// ```
-    pub fn add_fn<F>(self, f: F) -> Self
-    where
-        F: Fn(&Tensor) -> Tensor,
-        F: LayerFn,
-    {
-        self.add(func(f))
-    }
-
     /// Appends a train-aware layer defined by a closure.
     ///
     /// ```
