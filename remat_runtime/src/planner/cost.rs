@@ -1,7 +1,8 @@
 //! What a profile holds: per kind of planned checkpoint, each choice with
 //! the bytes it keeps and the replay time it costs, as `profile` measures
 //! them (the models of memory and time are in its docs) and the plan
-//! solver reads them.
+//! solver reads them; and what one choice per layer costs in all
+//! ([`predict`]).
 
 use crate::checkpointing::auto::DecisionTable;
 use crate::diagnostics::format::human_bytes;
@@ -224,5 +225,48 @@ impl fmt::Display for Profile {
             }
         }
         Ok(())
+    }
+}
+
+/// The predicted cost of a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prediction {
+    /// Bytes kept at the forward→backward point (the measure of
+    /// [`measure_kept_bytes`](crate::planner::measure_kept_bytes)).
+    pub kept_bytes: i64,
+    /// `kept_bytes` plus the largest working set of a replay.
+    pub peak_bytes: i64,
+    /// Total replay time in one backward, ns.
+    pub replay_ns: u64,
+    /// The spread of `replay_ns`: the sum of its choices' spreads (the
+    /// profile's estimates of one kind err alike wherever they enter), ns.
+    pub spread_ns: u64,
+}
+
+/// The prediction for one choice index per layer.
+///
+/// ```no_run
+/// # fn f(profile: &remat_runtime::planner::Profile) {
+/// let baseline: Vec<usize> = vec![1; profile.layers.len()];
+/// let p = remat_runtime::planner::predict(profile, &baseline);
+/// # }
+/// ```
+pub fn predict(profile: &Profile, choices: &[usize]) -> Prediction {
+    let costs = choices
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| &profile.kinds[profile.layer_kind[i]].choices[c]);
+    let (mut kept, mut replay, mut spread, mut ws) = (profile.baseline_bytes, 0, 0, 0);
+    for c in costs {
+        kept += c.bytes;
+        replay += c.replay_ns;
+        spread += c.spread_ns;
+        ws = ws.max(c.working_set);
+    }
+    Prediction {
+        kept_bytes: kept,
+        peak_bytes: kept + ws,
+        replay_ns: replay,
+        spread_ns: spread,
     }
 }

@@ -3,21 +3,25 @@
 //! save under a byte budget, and apply the plan at run time.
 //!
 //! From the bottom up: `choice` (one way to run a checkpoint), `estimate`
-//! (a measured time with its spread), `cost` (what a profile holds:
-//! each choice's bytes and time), `profile` (measuring them), `calibrate`
-//! (their times, as replays), `plan` (the exact solver and
-//! activation), `file` (plan files), `to_table` (a plan as the policy
-//! table that decides as it does) and `table_file` (table files, which may
-//! hold a plan). Policy tables (`crate::policies`, docs/policies.md), the
-//! configuration form of a plan, are public here.
+//! (a measured time with its spread), `cost` (what a profile holds: each
+//! choice's bytes and time), `profile` (measuring them), `calibrate` (their
+//! times, as replays), `front` (the exact search over layers), `solve`
+//! (what a budget gets: the fastest plan, then the tie rule's pick), `plan`
+//! (the plan, its prediction and activation), `file` (plan files),
+//! `to_table` (a plan as the policy table that decides as it does) and
+//! `table_file` (table files, which may hold a plan). Policy tables
+//! (`crate::policies`, docs/policies.md), the configuration form of a plan,
+//! are public here.
 
 pub(crate) mod calibrate;
 pub(crate) mod choice;
 pub(crate) mod cost;
 pub(crate) mod estimate;
 pub(crate) mod file;
+mod front;
 pub(crate) mod plan;
 pub(crate) mod profile;
+mod solve;
 pub(crate) mod table_file;
 pub(crate) mod to_table;
 
@@ -26,9 +30,9 @@ pub use crate::policies::{
 };
 pub use calibrate::MODEL_ERROR;
 pub use choice::Choice;
-pub use cost::{ChoiceCost, CopyCost, LayerKind, Profile, MAX_AUTO_REGIONS};
+pub use cost::{predict, ChoiceCost, CopyCost, LayerKind, Prediction, Profile, MAX_AUTO_REGIONS};
 pub use estimate::Estimate;
 pub use file::{parse_bytes, PLAN_FORMAT};
-pub use plan::{assignments, predict, LayerPlan, Plan, PlanGuard, Prediction, Target};
+pub use plan::{assignments, LayerPlan, Plan, PlanGuard, Target};
 pub use profile::{measure_kept_bytes, profile, profile_with, profile_with_offload};
 pub use table_file::TABLE_FORMAT;

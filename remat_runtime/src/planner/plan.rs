@@ -1,23 +1,6 @@
 //! `Plan`: per planned checkpoint, whether it checkpoints and which `Auto`
-//! regions save, chosen exactly for a byte budget; and its activation.
-//!
-//! The solver is a dynamic program over layers whose state is the Pareto
-//! front of partial plans (bytes kept so far, replay time so far): adding a
-//! layer combines every front entry with every choice of that layer, and
-//! entries that another beats in both bytes and time are dropped. Both sums
-//! are additive (profile.rs), so dropping a dominated partial plan never
-//! loses the optimum: the answer is exact. Times are integers (ns), so
-//! comparisons are exact too.
-//!
-//! The fastest plan is not taken as it is: times are estimates with a
-//! spread, and a plan whose interval `replay ± spread` overlaps the
-//! fastest's is as fast within what the profile can tell. A second dynamic
-//! program picks among those by the fixed rule of [`Plan::for_budget`]
-//! (fewer checkpointed blocks, then fewer bytes rebuilt by replays, then
-//! less predicted time, then fewer bytes kept), so that noise below the
-//! spread does not decide the plan. Its state is the front of partial
-//! plans in (bytes, lower end of the time interval, rule key); all three
-//! are additive, so this one is exact as well.
+//! regions save, chosen exactly for a byte budget (by solve.rs, over the
+//! front search of front.rs); its prediction and its activation.
 //!
 //! Invariant: a plan's `predicted` is always what [`predict`] says for its
 //! choices under the profile it was made or checked against.
@@ -26,7 +9,8 @@ use crate::checkpointing::auto::{self, ActiveGuard};
 use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
 use crate::planner::choice::{decision_table, Choice};
-use crate::planner::cost::{ChoiceCost, Profile};
+use crate::planner::cost::{predict, Prediction, Profile};
+use crate::planner::solve;
 use crate::policy::Policy;
 use std::fmt;
 use std::sync::Arc;
@@ -39,21 +23,6 @@ pub enum Target {
     /// Predicted peak during backward: kept bytes plus the largest replay's
     /// working set.
     Peak,
-}
-
-/// The predicted cost of a plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Prediction {
-    /// Bytes kept at the forward→backward point (the measure of
-    /// [`measure_kept_bytes`](crate::planner::measure_kept_bytes)).
-    pub kept_bytes: i64,
-    /// `kept_bytes` plus the largest working set of a replay.
-    pub peak_bytes: i64,
-    /// Total replay time in one backward, ns.
-    pub replay_ns: u64,
-    /// The spread of `replay_ns`: the sum of its choices' spreads (the
-    /// profile's estimates of one kind err alike wherever they enter), ns.
-    pub spread_ns: u64,
 }
 
 /// What a plan decides for one checkpoint.
@@ -130,34 +99,6 @@ pub struct PlanGuard {
     _active: ActiveGuard,
 }
 
-/// The prediction for one choice index per layer.
-///
-/// ```no_run
-/// # fn f(profile: &remat_runtime::planner::Profile) {
-/// let baseline: Vec<usize> = vec![1; profile.layers.len()];
-/// let p = remat_runtime::planner::predict(profile, &baseline);
-/// # }
-/// ```
-pub fn predict(profile: &Profile, choices: &[usize]) -> Prediction {
-    let costs = choices
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| &profile.kinds[profile.layer_kind[i]].choices[c]);
-    let (mut kept, mut replay, mut spread, mut ws) = (profile.baseline_bytes, 0, 0, 0);
-    for c in costs {
-        kept += c.bytes;
-        replay += c.replay_ns;
-        spread += c.spread_ns;
-        ws = ws.max(c.working_set);
-    }
-    Prediction {
-        kept_bytes: kept,
-        peak_bytes: kept + ws,
-        replay_ns: replay,
-        spread_ns: spread,
-    }
-}
-
 /// Every assignment the planner considers: one choice index per layer, all
 /// `K^L` of them (for brute-force checks on small models).
 ///
@@ -186,248 +127,6 @@ pub fn assignments(profile: &Profile) -> Vec<Vec<usize>> {
     out
 }
 
-#[derive(Clone, Copy)]
-struct Entry {
-    bytes: i64,
-    time: u64,
-    parent: usize,
-    choice: usize,
-}
-
-/// The cheapest (replay time, then bytes) choice per layer with
-/// `Σ delta ≤ cap`, among choices `allowed`; `None` when none fits.
-fn fastest(
-    profile: &Profile,
-    allowed: &dyn Fn(&ChoiceCost) -> bool,
-    cap: i64,
-) -> Option<Vec<usize>> {
-    let kinds = &profile.kinds;
-    let layers = profile.layer_kind.len();
-    // The least bytes the layers from i on can add: prunes what cannot fit.
-    let mut least_after = vec![0i64; layers + 1];
-    for i in (0..layers).rev() {
-        let least = kinds[profile.layer_kind[i]]
-            .choices
-            .iter()
-            .filter(|c| allowed(c))
-            .map(|c| c.bytes)
-            .min()?;
-        least_after[i] = least_after[i + 1] + least;
-    }
-    let mut fronts: Vec<Vec<Entry>> = Vec::with_capacity(layers + 1);
-    fronts.push(vec![Entry {
-        bytes: 0,
-        time: 0,
-        parent: 0,
-        choice: 0,
-    }]);
-    for i in 0..layers {
-        let mut next = Vec::new();
-        for (p, e) in fronts[i].iter().enumerate() {
-            for (c, cost) in kinds[profile.layer_kind[i]].choices.iter().enumerate() {
-                let bytes = e.bytes + cost.bytes;
-                if allowed(cost) && bytes + least_after[i + 1] <= cap {
-                    next.push(Entry {
-                        bytes,
-                        time: e.time + cost.replay_ns,
-                        parent: p,
-                        choice: c,
-                    });
-                }
-            }
-        }
-        next.sort_by_key(|e| (e.bytes, e.time, e.parent, e.choice));
-        let mut front: Vec<Entry> = Vec::new();
-        for e in next {
-            if front.last().is_none_or(|last| e.time < last.time) {
-                front.push(e);
-            }
-        }
-        if front.is_empty() {
-            return None;
-        }
-        fronts.push(front);
-    }
-    // Times fall strictly along the front: the last entry is the fastest.
-    let mut at = fronts[layers].len() - 1;
-    let mut choices = vec![0; layers];
-    for i in (0..layers).rev() {
-        let e = fronts[i + 1][at];
-        choices[i] = e.choice;
-        at = e.parent;
-    }
-    Some(canonical(profile, choices))
-}
-
-/// What the tie rule compares, in order (each a sum over layers, so the
-/// vector order is kept under adding the same layers: a dominated partial
-/// plan stays behind).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct RuleKey {
-    checkpointed: u32,
-    rebuilt_bytes: i64,
-    replay_ns: u64,
-    kept_bytes: i64,
-}
-
-impl RuleKey {
-    fn of(c: &ChoiceCost) -> RuleKey {
-        RuleKey {
-            checkpointed: u32::from(c.choice.checkpointed),
-            rebuilt_bytes: c.working_set,
-            replay_ns: c.replay_ns,
-            kept_bytes: c.bytes,
-        }
-    }
-
-    fn add(self, o: RuleKey) -> RuleKey {
-        RuleKey {
-            checkpointed: self.checkpointed + o.checkpointed,
-            rebuilt_bytes: self.rebuilt_bytes + o.rebuilt_bytes,
-            replay_ns: self.replay_ns + o.replay_ns,
-            kept_bytes: self.kept_bytes + o.kept_bytes,
-        }
-    }
-}
-
-/// The lower end of a choice's time interval (may be below zero).
-fn low_ns(c: &ChoiceCost) -> i64 {
-    c.replay_ns as i64 - c.spread_ns as i64
-}
-
-#[derive(Clone, Copy)]
-struct RuleEntry {
-    key: RuleKey,
-    low: i64,
-    parent: usize,
-    choice: usize,
-}
-
-/// Among the plans of `allowed` choices with `Σ delta ≤ cap` whose time
-/// interval reaches down to `limit` or below (`Σ (replay - spread) ≤
-/// limit`), the first by [`RuleKey`]; `None` when none.
-fn by_rule(
-    profile: &Profile,
-    allowed: &dyn Fn(&ChoiceCost) -> bool,
-    cap: i64,
-    limit: i64,
-) -> Option<(RuleKey, Vec<usize>)> {
-    let kinds = &profile.kinds;
-    let layers = profile.layer_kind.len();
-    let mut least_bytes = vec![0i64; layers + 1];
-    let mut least_low = vec![0i64; layers + 1];
-    for i in (0..layers).rev() {
-        let ok = || {
-            kinds[profile.layer_kind[i]]
-                .choices
-                .iter()
-                .filter(|c| allowed(c))
-        };
-        least_bytes[i] = least_bytes[i + 1] + ok().map(|c| c.bytes).min()?;
-        least_low[i] = least_low[i + 1] + ok().map(low_ns).min()?;
-    }
-    let zero = RuleKey {
-        checkpointed: 0,
-        rebuilt_bytes: 0,
-        replay_ns: 0,
-        kept_bytes: 0,
-    };
-    let mut fronts: Vec<Vec<RuleEntry>> = vec![vec![RuleEntry {
-        key: zero,
-        low: 0,
-        parent: 0,
-        choice: 0,
-    }]];
-    for i in 0..layers {
-        let mut next = Vec::new();
-        for (p, e) in fronts[i].iter().enumerate() {
-            for (c, cost) in kinds[profile.layer_kind[i]].choices.iter().enumerate() {
-                let key = e.key.add(RuleKey::of(cost));
-                let low = e.low + low_ns(cost);
-                if allowed(cost)
-                    && key.kept_bytes + least_bytes[i + 1] <= cap
-                    && low + least_low[i + 1] <= limit
-                {
-                    next.push(RuleEntry {
-                        key,
-                        low,
-                        parent: p,
-                        choice: c,
-                    });
-                }
-            }
-        }
-        next.sort_by_key(|e| (e.key, e.low, e.parent, e.choice));
-        // Keep an entry unless one before it (no worse a key) also has no
-        // more bytes and no higher low end: a staircase of (bytes, low).
-        let mut stairs: std::collections::BTreeMap<i64, i64> = Default::default();
-        let mut front = Vec::new();
-        for e in next {
-            let bytes = e.key.kept_bytes;
-            if stairs
-                .range(..=bytes)
-                .next_back()
-                .is_some_and(|(_, &low)| low <= e.low)
-            {
-                continue;
-            }
-            let beaten: Vec<i64> = stairs
-                .range(bytes..)
-                .take_while(|&(_, &low)| low >= e.low)
-                .map(|(&b, _)| b)
-                .collect();
-            for b in beaten {
-                stairs.remove(&b);
-            }
-            stairs.insert(bytes, e.low);
-            front.push(e);
-        }
-        if front.is_empty() {
-            return None;
-        }
-        fronts.push(front);
-    }
-    // Fronts are in rule order: the first entry of the last one wins.
-    let key = fronts[layers][0].key;
-    let mut at = 0;
-    let mut choices = vec![0; layers];
-    for i in (0..layers).rev() {
-        let e = fronts[i + 1][at];
-        choices[i] = e.choice;
-        at = e.parent;
-    }
-    Some((key, canonical(profile, choices)))
-}
-
-/// The upper end of the fastest plan's interval: plans reaching below it
-/// are equivalent to it.
-fn equivalence_limit(profile: &Profile, fastest: &[usize]) -> i64 {
-    let p = predict(profile, fastest);
-    p.replay_ns as i64 + p.spread_ns as i64
-}
-
-/// The plan of [`Plan::for_budget`] for choices `allowed` and a cap on
-/// `Σ delta`: the fastest, then the rule's pick among its equivalents.
-fn solve(profile: &Profile, allowed: &dyn Fn(&ChoiceCost) -> bool, cap: i64) -> Option<Vec<usize>> {
-    let fast = fastest(profile, allowed, cap)?;
-    let limit = equivalence_limit(profile, &fast);
-    by_rule(profile, allowed, cap, limit).map(|(_, choices)| choices)
-}
-
-/// The same multiset of choices per kind, laid out with the choices that
-/// keep least first: the backward reaches the last layers first and frees
-/// what they keep before the early layers replay.
-fn canonical(profile: &Profile, mut choices: Vec<usize>) -> Vec<usize> {
-    for kind in &profile.kinds {
-        let mut picked: Vec<usize> = kind.members.iter().map(|&m| choices[m]).collect();
-        picked.sort_by_key(|&c| (kind.choices[c].bytes, c));
-        for (&m, c) in kind.members.iter().zip(picked) {
-            choices[m] = c;
-        }
-    }
-    choices
-}
-
 impl Plan {
     /// A plan whose predicted bytes kept at the forward→backward point are
     /// at most `bytes`, as fast as the profile can tell: among the plans
@@ -447,7 +146,7 @@ impl Plan {
     /// ```
     pub fn for_budget(profile: &Profile, bytes: i64) -> Result<Plan> {
         let cap = bytes - profile.baseline_bytes;
-        match solve(profile, &|_| true, cap) {
+        match solve::for_kept(profile, cap) {
             Some(choices) => Ok(Plan::build(profile, Target::Kept, Some(bytes), &choices)),
             None => {
                 let least = Plan::minimum(profile);
@@ -474,40 +173,10 @@ impl Plan {
     /// # }
     /// ```
     pub fn for_peak_budget(profile: &Profile, bytes: i64) -> Result<Plan> {
-        // Exact: try every cap on the largest working set, first for the
-        // fastest plan, then for the rule's pick among its equivalents.
-        let caps = working_set_caps(profile);
-        let cap = |w: i64| bytes - w - profile.baseline_bytes;
-        let mut fast: Option<(u64, i64, Vec<usize>)> = None;
-        for &w in &caps {
-            let allowed = move |c: &ChoiceCost| c.working_set <= w;
-            if let Some(choices) = fastest(profile, &allowed, cap(w)) {
-                let p = predict(profile, &choices);
-                if fast
-                    .as_ref()
-                    .is_none_or(|(t, b, _)| (p.replay_ns, p.peak_bytes) < (*t, *b))
-                {
-                    fast = Some((p.replay_ns, p.peak_bytes, choices));
-                }
-            }
-        }
-        let mut best: Option<(RuleKey, i64, Plan)> = None;
-        if let Some((_, _, fast)) = fast {
-            let limit = equivalence_limit(profile, &fast);
-            for &w in &caps {
-                let allowed = move |c: &ChoiceCost| c.working_set <= w;
-                if let Some((key, choices)) = by_rule(profile, &allowed, cap(w), limit) {
-                    let plan = Plan::build(profile, Target::Peak, Some(bytes), &choices);
-                    let peak = plan.predicted.peak_bytes;
-                    if best.as_ref().is_none_or(|(k, p, _)| (key, peak) < (*k, *p)) {
-                        best = Some((key, peak, plan));
-                    }
-                }
-            }
-        }
-        let best = best.map(|(_, _, plan)| plan);
+        let choices = solve::for_peak(profile, bytes);
+        let best = choices.map(|c| Plan::build(profile, Target::Peak, Some(bytes), &c));
         best.ok_or_else(|| {
-            let least = assignments_min_peak(profile);
+            let least = solve::least_peak(profile);
             Error::Plan(format!(
                 "the budget {} ({bytes} bytes) is below the minimum possible predicted peak {} \
                  ({least} bytes) during backward; raise the budget",
@@ -804,43 +473,6 @@ fn list(names: &[String]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     }
-}
-
-/// Every distinct working set of a choice, ascending: the caps on the
-/// largest replay's working set that the peak target tries.
-fn working_set_caps(profile: &Profile) -> Vec<i64> {
-    let mut caps: Vec<i64> = profile
-        .kinds
-        .iter()
-        .flat_map(|k| k.choices.iter().map(|c| c.working_set))
-        .collect();
-    caps.sort_unstable();
-    caps.dedup();
-    caps
-}
-
-/// The least predicted peak of any plan (the peak is not additive, so this
-/// takes the least over caps on the working set).
-fn assignments_min_peak(profile: &Profile) -> i64 {
-    working_set_caps(profile)
-        .into_iter()
-        .filter_map(|w| {
-            let least: Option<i64> = profile
-                .layer_kind
-                .iter()
-                .map(|&k| {
-                    profile.kinds[k]
-                        .choices
-                        .iter()
-                        .filter(|c| c.working_set <= w)
-                        .map(|c| c.bytes)
-                        .min()
-                })
-                .sum();
-            least.map(|l| profile.baseline_bytes + l + w)
-        })
-        .min()
-        .unwrap_or(profile.baseline_bytes)
 }
 
 impl fmt::Display for Plan {
