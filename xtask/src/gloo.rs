@@ -5,7 +5,8 @@
 //! in the repository, where `.cargo/config.toml` points `GLOO_INCLUDE`.
 //! Nothing is installed system-wide, and no root is needed.
 
-use crate::{run, Result};
+use crate::run::run;
+use crate::Result;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

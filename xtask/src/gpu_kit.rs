@@ -11,7 +11,9 @@
 //! `--smoke` runs the kit here on the CPU (the CUDA checks skip) and fails
 //! when its results file records a failure.
 
-use crate::{cargo, repo_root, run, Result};
+use crate::paths::repo_root;
+use crate::run::{cargo, run};
+use crate::Result;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -86,7 +88,7 @@ fn source(arg: &str) -> Result<Source> {
         });
     }
     let torch = libtorch_dir(arg)?;
-    let version = super::torch_version(&torch).unwrap_or_else(|| "unknown".into());
+    let version = crate::setup::torch_version(&torch).unwrap_or_else(|| "unknown".into());
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => repo_root()
@@ -108,7 +110,7 @@ fn libtorch_dir(arg: &str) -> Result<PathBuf> {
     let dir = if as_path.join("lib").is_dir() {
         as_path
     } else if super::TORCH_VERSION.starts_with(arg) {
-        super::setup()?
+        crate::setup::setup()?
     } else {
         return Err(format!(
             "--libtorch {arg}: not a libtorch folder (with lib/), and this xtask sets up only \
@@ -116,7 +118,7 @@ fn libtorch_dir(arg: &str) -> Result<PathBuf> {
             super::TORCH_VERSION
         ));
     };
-    let version = super::torch_version(&dir).unwrap_or_else(|| "unknown".into());
+    let version = crate::setup::torch_version(&dir).unwrap_or_else(|| "unknown".into());
     eprintln!(
         "xtask gpu-kit: building against torch {version} at {}",
         dir.display()
@@ -129,7 +131,7 @@ fn libtorch_dir(arg: &str) -> Result<PathBuf> {
 fn build(source: &Source, kit: &Path) -> Result<()> {
     let torch = &source.torch;
     require_cuda_headers(torch)?;
-    let version = super::torch_version(torch).unwrap_or_else(|| "unknown".into());
+    let version = crate::setup::torch_version(torch).unwrap_or_else(|| "unknown".into());
     let target = &source.target;
     let env = |cmd: &mut Command| {
         cmd.current_dir(&source.root)

@@ -27,7 +27,9 @@ use std::fmt::Write;
 use std::fs;
 use std::process::Command;
 
-use crate::{repo_root, run, Result};
+use crate::paths::repo_root;
+use crate::run::run;
+use crate::Result;
 
 const DEFAULT_SEED: u64 = 39;
 const DEFAULT_COUNT: usize = 24;

@@ -28,7 +28,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{install_torch, repo_root, run, Result};
+use crate::paths::repo_root;
+use crate::run::run;
+use crate::setup::install_torch;
+use crate::Result;
 
 /// A libtorch of the supported set other than 2.13, with the tch release
 /// written against it (docs/architecture.md, "Getting libtorch").
@@ -125,7 +128,7 @@ fn prepare_other(other: &Other) -> Result<Prepared> {
     sync_tracked(&root, &copy, &base.join("copied.txt"))?;
     link(&torch, &copy.join(".libtorch"))?;
     // The copy's `.gloo`, as `setup` makes it for the repository.
-    crate::gloo::setup(&crate::cache_dir()?, &copy)?;
+    crate::gloo::setup(&crate::paths::cache_dir()?, &copy)?;
     for dir in LOCKS {
         pin_lock(&copy.join(dir), other.tch)?;
     }

@@ -28,7 +28,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{cache_dir, cargo, repo_root, run, Result};
+use crate::paths::{cache_dir, repo_root};
+use crate::run::{cargo, run};
+use crate::Result;
 
 /// The published crates, in the order `cargo package` needs them.
 const CRATES: &[&str] = &["remat_derive", "remat_runtime", "remat"];

@@ -1,0 +1,25 @@
+//! Running the commands the tasks are made of: a failure names the command
+//! as it was given, so a task's error says which of its steps broke.
+
+use crate::paths::repo_root;
+use crate::Result;
+use std::env;
+use std::process::Command;
+
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
+}
+
+pub(crate) fn cargo() -> Command {
+    let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()));
+    cmd.current_dir(repo_root());
+    cmd
+}
