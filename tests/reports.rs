@@ -68,8 +68,8 @@ fn reference_model_under_each_policy() {
         if policy == ModelPolicy::Selective {
             assert!(
                 text.contains(
-                    "attention: 7 storage(s) each, 1 rebuilt, 0 offloaded, 2 parameter(s) not \
-                     counted"
+                    "attention: 7 storage(s) each, 1 rebuilt, 0 packed by hooks, 2 parameter(s) \
+                     not counted"
                 ),
                 "{text}"
             );

@@ -442,11 +442,11 @@ impl fmt::Display for SavedTensorsReport {
                 let name = r.region.rsplit("::").next().unwrap_or(&r.region);
                 write!(
                     f,
-                    "    {:>10}  {name}: {} storage(s){each}, {} rebuilt, {} offloaded",
+                    "    {:>10}  {name}: {} storage(s){each}, {} rebuilt, {} packed by hooks",
                     human_bytes(r.bytes()),
                     r.storages().count(),
                     r.rebuilt.len(),
-                    r.offloaded
+                    r.hook_packed
                 )?;
                 if r.offloaded_bytes() > 0 {
                     write!(
@@ -466,14 +466,14 @@ impl fmt::Display for SavedTensorsReport {
         }
         let inputs: i64 = self.input_bytes();
         let storages: usize = self.checkpoints.iter().map(|c| c.inputs.storages).sum();
-        let offloaded: usize = self.checkpoints.iter().map(|c| c.inputs.offloaded).sum();
+        let hook_packed: usize = self.checkpoints.iter().map(|c| c.inputs.hook_packed).sum();
         write!(
             f,
             "checkpoint inputs kept for replay: {} in {storages} storage(s)",
             human_bytes(inputs)
         )?;
-        if offloaded > 0 {
-            write!(f, ", {offloaded} offloaded by saved-tensor hooks")?;
+        if hook_packed > 0 {
+            write!(f, ", {hook_packed} packed by saved-tensor hooks")?;
         }
         writeln!(f)?;
         if let Some(o) = &self.outside {

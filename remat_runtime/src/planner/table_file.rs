@@ -14,7 +14,8 @@ use crate::planner::Plan;
 use crate::planner::PLAN_FORMAT;
 use crate::policies::listing::RegionList;
 use crate::policies::nearest::nearest_note;
-use crate::policies::table::{parse_policy, policy_text, PolicyRule, PolicyTable};
+use crate::policies::rule::{parse_policy, policy_text, PolicyRule};
+use crate::policies::table::PolicyTable;
 use crate::policy::Policy;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -297,7 +298,8 @@ fn in_file(path: &Path, e: Error) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use crate::policies::table::{PolicyRule, PolicyTable};
+    use crate::policies::rule::PolicyRule;
+    use crate::policies::table::PolicyTable;
     use crate::policy::Policy;
 
     #[test]

@@ -10,7 +10,8 @@
 
 use crate::planner::Plan;
 use crate::policies::glob::escape;
-use crate::policies::table::{PolicyRule, PolicyTable};
+use crate::policies::rule::PolicyRule;
+use crate::policies::table::PolicyTable;
 
 impl Plan {
     /// The table that decides as this plan does.

@@ -7,13 +7,17 @@
 //! a plan into a table (`planner/to_table.rs`): this folder knows no plan.
 //!
 //! From the bottom up: `glob` (patterns), `nearest` (suggestions for names
-//! that matched nothing), `table` (rules, precedence, activation),
-//! `listing` (what a forward offers).
+//! that matched nothing), `rule` (one rule and its text), `compile` (rules
+//! parsed for lookup, precedence, unmatched patterns), `table` (building a
+//! table, its decisions, activation), `listing` (what a forward offers).
 
+pub(crate) mod compile;
 pub(crate) mod glob;
 pub(crate) mod listing;
 pub(crate) mod nearest;
+pub(crate) mod rule;
 pub(crate) mod table;
 
 pub use listing::{regions, CheckpointEntry, RegionEntry, RegionList};
-pub use table::{PolicyRule, PolicyTable, TableGuard};
+pub use rule::PolicyRule;
+pub use table::{PolicyTable, TableGuard};

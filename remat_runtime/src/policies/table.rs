@@ -1,6 +1,8 @@
 //! `PolicyTable`: rules from name patterns to what `auto()` checkpoints and
-//! `Policy::Auto` regions do, its precedence (the last matching rule wins),
-//! and its activation around a forward.
+//! `Policy::Auto` regions do, built rule by rule, the decisions it gives,
+//! and its activation around a forward (`TableGuard`). One rule and its
+//! text are in `rule.rs`; the rules parsed for lookup, with their
+//! precedence (the last matching rule wins), in `compile.rs`.
 //!
 //! Invariants: a table's rules never change once it is compiled (its
 //! builder methods return a new, uncompiled table), so one name always gets
@@ -10,97 +12,14 @@
 //!
 //! docs/semantics.md, rules Q1-Q5; errors E32 and E33 (files: Q6, E34).
 
-use crate::checkpointing::auto::{self, ActiveGuard, Rules};
-use crate::diagnostics::device::{from_name, name_of};
-use crate::error::{Error, Result};
-use crate::policies::glob::Glob;
-use crate::policies::nearest::nearest_note;
+use crate::checkpointing::auto::{self, ActiveGuard};
+use crate::error::Result;
+use crate::policies::compile::Compiled;
 use crate::policy::Policy;
-use crate::sync::lock;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 
-/// One rule of a [`PolicyTable`].
-///
-/// ```
-/// use remat_runtime::planner::PolicyRule;
-/// use remat_runtime::Policy;
-/// let r = PolicyRule::Region { pattern: "layers.*::attention".into(), policy: Policy::Save };
-/// assert_eq!(r.to_string(), "layers.*::attention: save");
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PolicyRule {
-    /// `auto()` checkpoints whose name matches `pattern` checkpoint
-    /// (`enabled`) or run as plain code.
-    Checkpoint {
-        /// A pattern over checkpoint names (no `::`).
-        pattern: String,
-        /// Whether they checkpoint.
-        enabled: bool,
-    },
-    /// `Policy::Auto` regions whose qualified name `checkpoint::region`
-    /// matches `pattern` get `policy`. A pattern without `::` is one over
-    /// region names in every checkpoint (`mlp` is `*::mlp`).
-    Region {
-        /// `CHECKPOINT::REGION` patterns, or a `REGION` pattern.
-        pattern: String,
-        /// `Save`, `Recompute` or `Offload`.
-        policy: Policy,
-    },
-}
-
-impl PolicyRule {
-    /// The pattern as written.
-    ///
-    /// ```
-    /// let r = remat_runtime::planner::PolicyRule::Checkpoint { pattern: "layers.1".into(), enabled: false };
-    /// assert_eq!(r.pattern(), "layers.1");
-    /// ```
-    pub fn pattern(&self) -> &str {
-        match self {
-            PolicyRule::Checkpoint { pattern, .. } | PolicyRule::Region { pattern, .. } => pattern,
-        }
-    }
-}
-
-impl std::fmt::Display for PolicyRule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PolicyRule::Checkpoint { pattern, enabled } => {
-                let what = if *enabled { "checkpoint" } else { "off" };
-                write!(f, "{pattern}: {what}")
-            }
-            PolicyRule::Region { pattern, policy } => {
-                write!(f, "{pattern}: {}", policy_text(*policy))
-            }
-        }
-    }
-}
-
-/// How tables, their files and listings write a policy: its word, and for
-/// `Offload` to another device than the CPU, `offload:DEVICE` (`cuda:0`).
-pub(crate) fn policy_text(policy: Policy) -> String {
-    match policy {
-        Policy::Offload(tch::Device::Cpu) => "offload".into(),
-        Policy::Offload(device) => format!("offload:{}", name_of(device)),
-        p => p.word().into(),
-    }
-}
-
-/// The converse of [`policy_text`].
-pub(crate) fn parse_policy(text: &str) -> Option<Policy> {
-    match text {
-        "save" => Some(Policy::Save),
-        "recompute" => Some(Policy::Recompute),
-        "auto" => Some(Policy::Auto),
-        "offload" => Some(Policy::OFFLOAD),
-        _ => text
-            .strip_prefix("offload:")
-            .and_then(from_name)
-            .map(Policy::Offload),
-    }
-}
+use crate::policies::rule::PolicyRule;
 
 /// Rules mapping checkpoint and region names, by shell-style pattern, to
 /// what `auto()` checkpoints and `Policy::Auto` regions do. Later rules
@@ -484,194 +403,6 @@ impl Drop for TableGuard {
         if !self.finished {
             let _ = self.compiled.report(false);
         }
-    }
-}
-
-#[derive(Debug)]
-enum Compiled1 {
-    Checkpoint(Glob, bool),
-    Region(Glob, Glob, Policy),
-}
-
-#[derive(Debug, Default)]
-struct Memo {
-    checkpoints: HashMap<String, Option<bool>>,
-    regions: HashMap<(String, String), Option<Policy>>,
-    /// Names met, in order, for suggestions.
-    seen_checkpoints: Vec<String>,
-    seen_regions: Vec<String>,
-}
-
-/// A table ready to decide: parsed patterns, which rules matched, and the
-/// decisions taken so far.
-#[derive(Debug)]
-struct Compiled {
-    rules: Vec<PolicyRule>,
-    parsed: Vec<Compiled1>,
-    matched: Vec<AtomicBool>,
-    strict: bool,
-    /// A forward ran under it (some activation finished).
-    ran: AtomicBool,
-    /// Unmatched patterns were reported (once, after the first forward).
-    reported: AtomicBool,
-    memo: Mutex<Memo>,
-}
-
-impl Compiled {
-    fn new(rules: &[PolicyRule], strict: bool) -> Result<Compiled> {
-        let bad = |e: String| Error::Policy(e);
-        let parsed = rules
-            .iter()
-            .map(|r| match r {
-                PolicyRule::Checkpoint { pattern, enabled } => {
-                    if pattern.contains("::") {
-                        return Err(bad(format!(
-                            "checkpoint pattern `{pattern}` contains `::`; a checkpoint rule \
-                             names checkpoints only (region rules take `checkpoint::region`)"
-                        )));
-                    }
-                    Ok(Compiled1::Checkpoint(
-                        Glob::new(pattern).map_err(bad)?,
-                        *enabled,
-                    ))
-                }
-                PolicyRule::Region { pattern, policy } => {
-                    if *policy == Policy::Auto {
-                        return Err(bad(format!(
-                            "region rule `{pattern}` gives `auto`; a rule decides `save`, \
-                             `recompute` or `offload`"
-                        )));
-                    }
-                    let (c, r) = pattern.split_once("::").unwrap_or(("*", pattern));
-                    Ok(Compiled1::Region(
-                        Glob::new(c).map_err(bad)?,
-                        Glob::new(r).map_err(bad)?,
-                        *policy,
-                    ))
-                }
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Compiled {
-            rules: rules.to_vec(),
-            matched: parsed.iter().map(|_| AtomicBool::new(false)).collect(),
-            parsed,
-            strict,
-            ran: AtomicBool::new(false),
-            reported: AtomicBool::new(false),
-            memo: Mutex::new(Memo::default()),
-        })
-    }
-
-    /// docs/semantics.md, rule Q2: the last matching rule wins; with `mark`,
-    /// every matching rule counts as matched.
-    fn winner_checkpoint(&self, name: &str, mark: bool) -> Option<bool> {
-        let mut out = None;
-        for (i, r) in self.parsed.iter().enumerate() {
-            if let Compiled1::Checkpoint(g, on) = r {
-                if g.matches(name) {
-                    out = Some(*on);
-                    if mark {
-                        self.matched[i].store(true, Ordering::Relaxed);
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    fn winner_region(&self, checkpoint: &str, region: &str, mark: bool) -> Option<Policy> {
-        let mut out = None;
-        for (i, r) in self.parsed.iter().enumerate() {
-            if let Compiled1::Region(c, g, p) = r {
-                if c.matches(checkpoint) && g.matches(region) {
-                    out = Some(*p);
-                    if mark {
-                        self.matched[i].store(true, Ordering::Relaxed);
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    fn unmatched(&self) -> Vec<&PolicyRule> {
-        self.rules
-            .iter()
-            .zip(&self.matched)
-            .filter(|(_, m)| !m.load(Ordering::Relaxed))
-            .map(|(r, _)| r)
-            .collect()
-    }
-
-    /// docs/semantics.md, rule Q4: once, after the first forward.
-    fn report(&self, strict: bool) -> Result<()> {
-        self.ran.store(true, Ordering::SeqCst);
-        if self.reported.swap(true, Ordering::SeqCst) {
-            return Ok(());
-        }
-        let unmatched = self.unmatched();
-        if unmatched.is_empty() {
-            return Ok(());
-        }
-        let memo = lock(&self.memo);
-        let items: Vec<String> = unmatched
-            .iter()
-            .map(|r| {
-                let known = match r {
-                    PolicyRule::Checkpoint { .. } => &memo.seen_checkpoints,
-                    PolicyRule::Region { .. } => &memo.seen_regions,
-                };
-                // A pattern without `::` names regions in every checkpoint:
-                // suggest region names alone.
-                let local = matches!(r, PolicyRule::Region { .. }) && !r.pattern().contains("::");
-                let names = known.iter().map(|k| match k.split_once("::") {
-                    Some((_, region)) if local => region,
-                    _ => k.as_str(),
-                });
-                let note = nearest_note(r.pattern(), names);
-                format!("`{r}`{note}")
-            })
-            .collect();
-        let message = format!(
-            "{} pattern(s) matched nothing in the first forward: {}; a table decides only \
-             `auto()` checkpoints and `Policy::Auto` regions (the forward met {} `auto()` \
-             checkpoint(s) and {} `auto` region(s))",
-            items.len(),
-            items.join(", "),
-            memo.seen_checkpoints.len(),
-            memo.seen_regions.len(),
-        );
-        if strict {
-            Err(Error::Policy(message))
-        } else {
-            eprintln!("remat: warning: policy table: {message}");
-            Ok(())
-        }
-    }
-}
-
-impl Rules for Compiled {
-    fn checkpoint(&self, checkpoint: &str) -> Option<bool> {
-        let mut memo = lock(&self.memo);
-        if let Some(d) = memo.checkpoints.get(checkpoint) {
-            return *d;
-        }
-        let d = self.winner_checkpoint(checkpoint, true);
-        memo.checkpoints.insert(checkpoint.to_string(), d);
-        memo.seen_checkpoints.push(checkpoint.to_string());
-        d
-    }
-
-    fn region(&self, checkpoint: &str, region: &str) -> Option<Policy> {
-        let mut memo = lock(&self.memo);
-        let key = (checkpoint.to_string(), region.to_string());
-        if let Some(d) = memo.regions.get(&key) {
-            return *d;
-        }
-        let d = self.winner_region(checkpoint, region, true);
-        memo.regions.insert(key, d);
-        memo.seen_regions.push(format!("{checkpoint}::{region}"));
-        d
     }
 }
 
