@@ -3,8 +3,8 @@
 //! Prints medians of repeated runs; run with
 //! `cargo bench --bench region_overhead`.
 
-use remat::diagnostics::median;
 use remat::{checkpoint, recompute_needs_tensor, region, Policy};
+use remat_reference::numbers::median;
 use std::time::{Duration, Instant};
 use tch::{Kind, Tensor};
 

@@ -12,10 +12,10 @@
 use remat_reference::model::{batch, Model, ModelPolicy, POLICIES, SMALL};
 
 use remat::{
-    autograd::apply, autograd::placeholder, autograd::BackwardContext, autograd::ForwardContext,
-    autograd::Function, autograd::PlaceholderSpec, checkpoint, diagnostics::collect_trace,
-    diagnostics::saved_tensors_report, diagnostics::track_saved_tensors, is_placeholder, region,
-    saved_tensors_hooks, Policy, Result,
+    autograd::apply, autograd::is_placeholder, autograd::placeholder, autograd::BackwardContext,
+    autograd::ForwardContext, autograd::Function, autograd::PlaceholderSpec, checkpoint,
+    diagnostics::collect_trace, diagnostics::saved_tensors_report,
+    diagnostics::track_saved_tensors, region, saved_tensors_hooks, Policy, Result,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

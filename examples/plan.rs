@@ -12,8 +12,9 @@
 //! and with every assignment, and the Pareto plot, are section 4 of
 //! `cargo xtask bench` (docs/performance.md).
 
-use remat::planner::{self, measure_kept_bytes, parse_bytes, Plan};
+use remat::planner::{self, measure_kept_bytes, Plan};
 use remat_reference::model::{batch, Config, Model, ModelPolicy, MEDIUM, SMALL};
+use remat_reference::numbers::parse_bytes;
 use std::time::Instant;
 use tch::nn::OptimizerConfig;
 
@@ -44,7 +45,7 @@ fn args() -> Result<Args, String> {
                     other => return Err(format!("unknown config `{other}` (small, medium)")),
                 }
             }
-            "--budget" => a.budget = Some(parse_bytes(&value()?).map_err(|e| e.to_string())?),
+            "--budget" => a.budget = Some(parse_bytes(&value()?)?),
             "--peak" => a.peak = true,
             "--steps" => a.steps = value()?.parse().map_err(|e| format!("--steps: {e}"))?,
             "--out" => a.out = value()?,

@@ -89,13 +89,13 @@
 
 pub use remat_derive::{checkpoint, remat, Capture};
 pub use remat_runtime::{
-    autocast, checkpoint, current_saved_tensor_info, is_placeholder, is_recomputing, name_scope,
-    needs, recompute_needs_tensor, region, saved_tensors_hooks, AutocastGuard, BufferStateHook,
-    Capture, Checkpoint, Determinism, Error, Opaque, Policy, RecomputableClosure,
-    RecomputeStateHook, Region, Result, RngStateHook, Saved, SavedTensorInfo, SavedTensorKind,
-    SavedTensorsHooks, Shared, TensorHooks,
+    autocast, checkpoint, current_saved_tensor_info, is_recomputing, name_scope, needs,
+    recompute_needs_tensor, region, saved_tensors_hooks, AutocastGuard, BufferStateHook, Capture,
+    Checkpoint, Determinism, Error, Opaque, Policy, RecomputableClosure, RecomputeStateHook,
+    Region, Result, RngStateHook, Saved, SavedTensorInfo, SavedTensorKind, SavedTensorsHooks,
+    Shared, TensorHooks,
 };
-pub use remat_runtime::{autograd, diagnostics, nn, planner, storage, Tensor};
+pub use remat_runtime::{autograd, diagnostics, nn, planner, policies, storage, Tensor};
 pub use tch;
 
 #[doc(hidden)]
@@ -139,10 +139,11 @@ pub mod io {
 /// assert!(!is_recomputing());
 /// ```
 pub mod prelude {
+    pub use crate::autograd::is_placeholder;
     pub use crate::diagnostics::memory_report;
     pub use crate::{
-        autocast, checkpoint, is_placeholder, is_recomputing, name_scope, needs,
-        recompute_needs_tensor, region, remat, BufferStateHook, Capture, Determinism, Policy,
-        RecomputeStateHook, RngStateHook, Saved, Tensor,
+        autocast, checkpoint, is_recomputing, name_scope, needs, recompute_needs_tensor, region,
+        remat, BufferStateHook, Capture, Determinism, Policy, RecomputeStateHook, RngStateHook,
+        Saved, Tensor,
     };
 }

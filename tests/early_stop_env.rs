@@ -1,8 +1,7 @@
-//! The process-wide early-stop switch (`remat::autograd::set_checkpoint_early_stop`) and
+//! The process-wide early-stop switch (`remat::Checkpoint::set_default_early_stop`) and
 //! `REMAT_EARLY_STOP`: a test binary of its own, since both change every
 //! checkpoint of the process (docs/semantics.md, rule C18).
 
-use remat::autograd::{checkpoint_early_stop, set_checkpoint_early_stop};
 use remat::{checkpoint, Checkpoint};
 use remat_reference::testing::{counter, input};
 use std::sync::atomic::Ordering::SeqCst;
@@ -28,18 +27,18 @@ fn tail_runs(ckpt: Checkpoint) -> usize {
 // switch over it, and a checkpoint's own choice over both.
 fn the_environment_and_the_global_switch_set_the_default_and_a_checkpoint_wins() {
     std::env::set_var("REMAT_EARLY_STOP", "on");
-    assert!(checkpoint_early_stop(), "REMAT_EARLY_STOP=on");
+    assert!(Checkpoint::default_early_stop(), "REMAT_EARLY_STOP=on");
     assert_eq!(tail_runs(checkpoint("env")), 1);
     assert_eq!(tail_runs(checkpoint("own").early_stop(false)), 2);
     // Read once: changing the variable later changes nothing.
     std::env::set_var("REMAT_EARLY_STOP", "0");
-    assert!(checkpoint_early_stop());
+    assert!(Checkpoint::default_early_stop());
 
-    set_checkpoint_early_stop(true);
-    assert!(checkpoint_early_stop());
+    Checkpoint::set_default_early_stop(true);
+    assert!(Checkpoint::default_early_stop());
     assert_eq!(tail_runs(checkpoint("global on")), 1);
     assert_eq!(tail_runs(checkpoint("own").early_stop(false)), 2);
-    set_checkpoint_early_stop(false);
+    Checkpoint::set_default_early_stop(false);
     assert_eq!(tail_runs(checkpoint("global off")), 2);
     assert_eq!(tail_runs(checkpoint("own").early_stop(true)), 1);
 }

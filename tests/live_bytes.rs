@@ -9,7 +9,7 @@
 
 use remat::{
     diagnostics::heap_bytes_in_use, diagnostics::saved_tensors_report,
-    diagnostics::track_saved_tensors, planner::PolicyTable,
+    diagnostics::track_saved_tensors, policies::PolicyTable,
 };
 use remat_reference::model::{batch, Model, ModelPolicy, POLICIES, SMALL};
 

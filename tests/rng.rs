@@ -5,7 +5,7 @@
 use remat_reference::testing as common;
 
 use common::assert_bitwise;
-use remat::nn::GeneratorLock;
+use remat::autograd::GeneratorLock;
 use remat::{autograd::rng_state, checkpoint, region, Policy, RecomputeStateHook, RngStateHook};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,7 +6,7 @@
 use crate::config_by_name;
 use crate::rust_side::{policy_name, step};
 use crate::stats::{ratios, summary};
-use remat::autograd::set_checkpoint_early_stop;
+use remat::Checkpoint;
 use remat_reference::model::{ModelPolicy, Setup};
 
 const MEASURED: [ModelPolicy; 3] = [
@@ -32,7 +32,7 @@ pub fn early_stop(args: &[String]) -> Result<(), String> {
     for round in 0..=rounds {
         variants.rotate_left(1);
         for &(p, on) in &variants {
-            set_checkpoint_early_stop(on);
+            Checkpoint::set_default_early_stop(on);
             let (secs, _) = step(&setup, p);
             if round > 0 {
                 let i =
@@ -41,7 +41,7 @@ pub fn early_stop(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    set_checkpoint_early_stop(false);
+    Checkpoint::set_default_early_stop(false);
     println!(
         "early stop, {config}, {} thread(s), {rounds} rounds: step ms, median (IQR)\n",
         crate::threads()

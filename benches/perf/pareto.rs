@@ -6,7 +6,7 @@
 
 use crate::planner::Frontier;
 use plotters::prelude::*;
-use remat::diagnostics::in_mib;
+use remat_reference::numbers::in_mib;
 use std::path::Path;
 
 fn err<E: std::fmt::Debug>(e: E) -> String {

@@ -10,8 +10,9 @@
 use crate::accuracy::{agreement, costs_line, hand_choices, median_prediction, Agreement};
 use crate::rust_side::{policy_name, step};
 use crate::stats::{ratios, summary};
-use remat::planner::{self, assignments, measure_kept_bytes, Choice, Plan};
+use remat::planner::{self, measure_kept_bytes, Choice, Plan};
 use remat_reference::model::{Config, ModelPolicy, Setup, POLICIES};
+use remat_reference::testing::assignments;
 
 /// Steps per variant and round on the small config (the round's value is
 /// their least: a step of a few ms is about one time slice).

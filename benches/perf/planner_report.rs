@@ -6,7 +6,7 @@ use crate::planner::{
 };
 use crate::report::ms_with;
 use crate::stats::{summary, Summary};
-use remat::diagnostics::mib;
+use remat_reference::numbers::mib;
 use std::fmt::Write;
 
 /// The small config's bound: the plan's measured step time within this

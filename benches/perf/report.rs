@@ -2,7 +2,7 @@
 
 use crate::stats::{ratios, summary, Summary};
 use crate::{Plan, IMPLS};
-use remat::diagnostics::mib;
+use remat_reference::numbers::mib;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::process::Command;

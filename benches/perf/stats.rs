@@ -2,10 +2,10 @@
 //! repeated measurements (each variant once per round, so a ratio taken
 //! within one round cancels drift of the machine between rounds).
 //!
-//! The median is the runtime's (`remat::diagnostics::median`, which the
-//! planner takes of its profile too): one of the values measured.
+//! The median is one of the values measured
+//! (`remat_reference::numbers::median`).
 
-use remat::diagnostics::median;
+use remat_reference::numbers::median;
 
 /// Measured values; a failed or missing measurement is not a number.
 fn finite(v: &[f64]) -> impl Iterator<Item = f64> + '_ {

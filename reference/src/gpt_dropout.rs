@@ -4,12 +4,12 @@
 //! plain model) and `examples/gpt_dropout.rs`.
 //!
 //! Dropout draws from libtorch's process-wide generator: a test that
-//! compares runs holds [`remat::nn::GeneratorLock`] while it seeds and trains
+//! compares runs holds [`remat::autograd::GeneratorLock`] while it seeds and trains
 //! (docs/testing.md).
 //!
 //! ```
 //! use remat_reference::gpt_dropout::{loss, small, Gpt, Mode};
-//! let _rng = remat::nn::GeneratorLock::seeded(11);
+//! let _rng = remat::autograd::GeneratorLock::seeded(11);
 //! let vs = remat::nn::VarStore::new(tch::Device::Cpu);
 //! let model = Gpt::new(&vs.root(), small());
 //! loss(&model, small(), Mode::Whole).backward(); // replay redraws the masks

@@ -27,6 +27,7 @@ pub mod gpt_dropout;
 pub mod macros;
 pub mod measure;
 pub mod model;
+pub mod numbers;
 pub mod resnet;
 mod runtime_api;
 pub mod testing;

@@ -86,3 +86,31 @@ pub fn message<T>(r: std::thread::Result<T>) -> String {
             .unwrap_or_default(),
     }
 }
+
+/// Every plan a profile allows: one choice index per layer, all `K^L` of
+/// them, for brute-force checks of the planner on small models.
+///
+/// ```no_run
+/// # fn f(profile: &remat::planner::Profile) {
+/// for choices in remat_reference::testing::assignments(profile) {
+///     let _ = remat::planner::predict(profile, &choices);
+/// }
+/// # }
+/// ```
+pub fn assignments(profile: &remat::planner::Profile) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new()];
+    for &k in &profile.layer_kind {
+        let n = profile.kinds[k].choices.len();
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                (0..n).map(move |c| {
+                    let mut next = prefix.clone();
+                    next.push(c);
+                    next
+                })
+            })
+            .collect();
+    }
+    out
+}

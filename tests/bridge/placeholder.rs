@@ -1,4 +1,4 @@
-use remat::{autograd::placeholder, autograd::PlaceholderSpec, is_placeholder};
+use remat::autograd::{is_placeholder, placeholder, PlaceholderSpec};
 use tch::{Device, Kind, Tensor};
 
 const MSG: &str = "region `attention` output 0 was not kept; call recompute_needs_tensor";

@@ -6,7 +6,7 @@
 use crate::{assert_same_grads, check, run};
 use remat::diagnostics::device::{cuda_memory, synchronize};
 use remat::diagnostics::{saved_tensors_report, track_saved_tensors};
-use remat::planner::PolicyTable;
+use remat::policies::PolicyTable;
 use remat_reference::model::{batch_on, Model, ModelPolicy, MEDIUM};
 use tch::Tensor;
 

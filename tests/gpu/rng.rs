@@ -10,7 +10,7 @@ use tch::Device;
 
 /// The losses and final variables of three Adam steps under `mode`.
 fn train(device: Device, mode: Mode) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
-    let _rng = nn::GeneratorLock::seeded(11);
+    let _rng = remat::autograd::GeneratorLock::seeded(11);
     let vs = nn::VarStore::new(device);
     let cfg = small();
     let model = Gpt::new(&vs.root(), cfg);

@@ -5,7 +5,7 @@
 //! scoped name.
 
 use crate::common::assert_bitwise;
-use remat::planner::PolicyTable;
+use remat::policies::PolicyTable;
 use remat::{checkpoint, name_scope, remat};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;

@@ -5,7 +5,8 @@
 //! model's without checkpoints.
 
 use crate::common::assert_bitwise;
-use remat::nn::{self, GeneratorLock, Module, ModuleT, Shared};
+use remat::autograd::GeneratorLock;
+use remat::nn::{self, Module, ModuleT, Shared};
 use remat::prelude::*;
 use tch::Kind;
 

@@ -3,7 +3,7 @@
 //! in a `save` region; without the hook replay draws other masks.
 
 use crate::harness::{assert_same, train, Run};
-use remat::nn::GeneratorLock;
+use remat::autograd::GeneratorLock;
 use remat_reference::gpt_dropout::{loss, small, Gpt, Mode};
 
 fn run(mode: Mode) -> Run {

@@ -3,7 +3,7 @@
 //! `remat_reference`, and the tch-style code `remat::nn` accepts in place of
 //! `tch::nn`. Each trains or runs with and without remat; everything must be
 //! bit-identical. A binary of its own, and every test holds
-//! `remat::nn::GeneratorLock` while it seeds and draws: the models draw from
+//! `remat::autograd::GeneratorLock` while it seeds and draws: the models draw from
 //! libtorch's process-wide generator (docs/testing.md).
 
 use remat_reference::testing as common;

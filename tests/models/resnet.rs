@@ -3,7 +3,7 @@
 //! every running statistic), replayed whole and with a `save` region.
 
 use crate::harness::{assert_same, train};
-use remat::nn::GeneratorLock;
+use remat::autograd::GeneratorLock;
 use remat_reference::resnet::{loss, Mode, ResNet};
 
 fn run(mode: Mode) -> crate::harness::Run {

@@ -4,7 +4,8 @@
 //! still refuses a real modification.
 
 use crate::common::assert_bitwise;
-use remat::nn::{GeneratorLock, ModuleT};
+use remat::autograd::GeneratorLock;
+use remat::nn::ModuleT;
 use remat::{checkpoint, region, BufferStateHook, Policy, Shared};
 use tch::{nn, Kind, Tensor};
 

@@ -1,10 +1,9 @@
 //! Predictions equal measurements, and the solver is exact (brute force).
 
 use crate::{serial, Planned, Setup};
-use remat::planner::{
-    assignments, measure_kept_bytes, predict, Choice, Estimate, Plan, Prediction,
-};
+use remat::planner::{measure_kept_bytes, predict, Choice, Estimate, Plan, Prediction};
 use remat_reference::model::{ModelPolicy, SMALL};
+use remat_reference::testing::assignments;
 
 #[test]
 fn repeated_layers_are_profiled_once() {

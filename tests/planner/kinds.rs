@@ -4,8 +4,9 @@
 //! and every plan's predicted bytes are the measured ones.
 
 use crate::serial;
-use remat::planner::{assignments, measure_kept_bytes, profile_with, Plan};
+use remat::planner::{measure_kept_bytes, profile_with, Plan};
 use remat::{checkpoint, region, Policy};
+use remat_reference::testing::assignments;
 use tch::{Kind, Tensor};
 
 fn values(n: i64, seed: f64) -> Tensor {

@@ -7,7 +7,8 @@
 use crate::common::assert_bitwise;
 use crate::{assert_grads, grads, serial, Planned, Setup};
 use remat::diagnostics::{saved_tensors_report, track_saved_tensors};
-use remat::planner::{self, measure_kept_bytes, Plan, PolicyTable};
+use remat::planner::{self, measure_kept_bytes, Plan};
+use remat::policies::PolicyTable;
 use remat::Policy;
 use remat_reference::model::{ModelPolicy, SMALL};
 

@@ -5,8 +5,9 @@
 //! chosen by the documented rule.
 
 use remat::planner::{
-    assignments, predict, Choice, ChoiceCost, Estimate, LayerKind, Plan, Profile, MODEL_ERROR,
+    predict, Choice, ChoiceCost, Estimate, LayerKind, Plan, Profile, MODEL_ERROR,
 };
+use remat_reference::testing::assignments;
 
 const MIB: i64 = 1 << 20;
 

@@ -2,8 +2,8 @@
 //! reproduces each hand policy exactly, and a plan's table the plan.
 
 use crate::{assert_grads, grads, serial, Planned, Setup};
-use remat::planner::PolicyTable;
-use remat::planner::{self, measure_kept_bytes, Plan};
+use remat::planner::{measure_kept_bytes, Plan};
+use remat::policies::{self, PolicyTable};
 use remat::Policy;
 use remat_reference::model::{ModelPolicy, SMALL};
 
@@ -85,7 +85,7 @@ fn a_plans_table_decides_as_the_plan() {
 fn the_listing_names_every_checkpoint_and_region_with_its_bytes() {
     let _serial = serial();
     let s = Setup::new(SMALL);
-    let list = planner::regions(|| s.loss(ModelPolicy::Auto)).unwrap();
+    let list = policies::regions(|| s.loss(ModelPolicy::Auto)).unwrap();
     assert_eq!(
         list.qualified_names(),
         [
@@ -112,7 +112,7 @@ fn the_listing_names_every_checkpoint_and_region_with_its_bytes() {
         .save("layers.1::mlp")
         .checkpoint("layers.0", false);
     let active = table.activate().unwrap();
-    let list = planner::regions(|| s.loss(ModelPolicy::Auto)).unwrap();
+    let list = policies::regions(|| s.loss(ModelPolicy::Auto)).unwrap();
     drop(active);
     assert!(!list.checkpoints[0].checkpointed && list.checkpoints[1].checkpointed);
     assert_eq!(list.checkpoints[1].regions[1].policy, Policy::Save);
@@ -123,7 +123,7 @@ fn the_listing_names_every_checkpoint_and_region_with_its_bytes() {
         "{text}"
     );
     // A hand policy's fixed regions: declared as written, no choice to list.
-    let list = planner::regions(|| s.loss(ModelPolicy::Selective)).unwrap();
+    let list = policies::regions(|| s.loss(ModelPolicy::Selective)).unwrap();
     let layer = &list.checkpoints[0];
     assert!(!layer.auto);
     assert_eq!(layer.regions[0].declared, Policy::Save);
@@ -136,7 +136,7 @@ fn plan_files_load_as_tables_and_tables_round_trip() {
     let _serial = serial();
     let s = Setup::new(SMALL);
     let profile = s.profile();
-    let list = planner::regions(|| s.loss(ModelPolicy::Auto)).unwrap();
+    let list = policies::regions(|| s.loss(ModelPolicy::Auto)).unwrap();
     let least = Plan::minimum(&profile).predicted.kept_bytes;
     let plan =
         Plan::for_budget(&profile, least + (s.measure(ModelPolicy::None) - least) / 2).unwrap();
@@ -170,7 +170,7 @@ fn plan_files_load_as_tables_and_tables_round_trip() {
 fn a_table_file_naming_unknown_regions_is_refused_with_the_nearest() {
     let _serial = serial();
     let s = Setup::new(SMALL);
-    let list = planner::regions(|| s.loss(ModelPolicy::Auto)).unwrap();
+    let list = policies::regions(|| s.loss(ModelPolicy::Auto)).unwrap();
     let path = std::env::temp_dir().join(format!("remat-table-bad-{}.json", std::process::id()));
     let table = PolicyTable::new()
         .save("layers.*::atention")
@@ -185,7 +185,7 @@ fn a_table_file_naming_unknown_regions_is_refused_with_the_nearest() {
             "policy table: {}: 2 rule(s) match nothing in the model: `layers.*::atention: save` \
              (nearest: `layers.0::attention`, `layers.1::attention`), `layers.7: off` \
              (nearest: `layers.0`, `layers.1`); the model has 2 `auto()` checkpoint(s) and 4 \
-             `auto` region(s) (`planner::regions` lists them)",
+             `auto` region(s) (`policies::regions` lists them)",
             path.display()
         )
     );

@@ -3,8 +3,8 @@
 
 use crate::common::{assert_bitwise, counter, grad_of, input};
 use remat::{
-    autograd::backward_with, checkpoint, is_placeholder, is_recomputing, recompute_needs_tensor,
-    region, Determinism, Policy, RecomputeStateHook,
+    autograd::backward_with, autograd::is_placeholder, checkpoint, is_recomputing,
+    recompute_needs_tensor, region, Determinism, Policy, RecomputeStateHook,
 };
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

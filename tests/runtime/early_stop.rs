@@ -470,7 +470,7 @@ fn locked_step(layer: &Arc<Mutex<Tensor>>, x: &Tensor, early_stop: Option<bool>)
 // bitwise as without checkpoints.
 fn a_closure_holding_a_mutex_guard_trains_for_several_steps_with_the_defaults() {
     assert!(
-        !remat::autograd::checkpoint_early_stop(),
+        !remat::Checkpoint::default_early_stop(),
         "early stop is off by default (is REMAT_EARLY_STOP set?)"
     );
     let w = Tensor::from_slice(&[0.5f32, -0.25, 0.75, 1.0])

@@ -4,7 +4,7 @@
 
 use crate::common::{assert_bitwise, counter};
 use remat::diagnostics::collect_trace;
-use remat::planner::PolicyTable;
+use remat::policies::PolicyTable;
 use remat::{checkpoint, name_scope, recompute_needs_tensor, region, Policy};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;

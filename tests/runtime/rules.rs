@@ -3,8 +3,8 @@
 
 use crate::common::{assert_bitwise, counter, grad_of, input};
 use remat::{
-    checkpoint, diagnostics::memory_report, is_placeholder, is_recomputing, recompute_needs_tensor,
-    region, Determinism, Policy, TensorHooks,
+    autograd::is_placeholder, checkpoint, diagnostics::memory_report, is_recomputing,
+    recompute_needs_tensor, region, Determinism, Policy, TensorHooks,
 };
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 // methods there either. Fix: `.on_forward()`, a detached alias on the
 // forward and `None` during recomputation (docs/dsl.md, T6;
 // ui-tests/pass/is_recomputing.rs and on_forward.rs).
-use remat::{checkpoint, is_placeholder, is_recomputing, remat};
+use remat::{autograd::is_placeholder, checkpoint, is_recomputing, remat};
 use tch::{Kind, Tensor};
 
 fn attention(x: &Tensor) -> Tensor {

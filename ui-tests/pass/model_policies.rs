@@ -5,7 +5,7 @@
 // checkpoint off. The outputs are `Saved<Tensor>`s whatever runs, marked
 // where bare code reads them. Under strict recomputation each gives
 // bitwise the gradients without the checkpoint.
-use remat::planner::{PolicyRule, PolicyTable};
+use remat::policies::{PolicyRule, PolicyTable};
 use remat::{checkpoint, remat, Capture, Policy};
 use tch::{Device, Kind, Tensor};
 

@@ -4,7 +4,7 @@
 // checkpoint's code (its `save` region is the outer one's), so the outer
 // checkpoint must keep the returned save output (docs/semantics.md, K8).
 // Expected: bitwise the gradients without any checkpoint.
-use remat::planner::{PolicyRule, PolicyTable};
+use remat::policies::{PolicyRule, PolicyTable};
 use remat::{checkpoint, remat};
 use tch::{Device, Kind, Tensor};
 

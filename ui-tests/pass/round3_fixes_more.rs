@@ -5,7 +5,7 @@
 // `Vec` outputs),
 // compiled and run as round3_fixes.rs runs its own: under a checkpoint with
 // strict recomputation, bitwise the gradients without the checkpoint.
-use remat::planner::{PolicyRule, PolicyTable};
+use remat::policies::{PolicyRule, PolicyTable};
 use remat::{checkpoint, needs, region, remat, Policy, Saved};
 use std::borrow::Borrow;
 use std::cell::RefCell;

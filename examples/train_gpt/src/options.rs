@@ -6,7 +6,7 @@
 //! policy and `--child` (see `Options::child_args`).
 
 use clap::{Parser, ValueEnum};
-use remat::planner::parse_bytes;
+use remat_reference::numbers::parse_bytes;
 use remat_reference::model::{Config, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL};
 use std::path::PathBuf;
 use tch::{Device, Kind};
@@ -331,7 +331,7 @@ fn budget_bytes(text: &str) -> Result<i64, String> {
     match parse_bytes(text) {
         Ok(bytes) if bytes > 0 => Ok(bytes),
         Ok(_) => Err("a budget must be more than 0 bytes".into()),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 

@@ -10,7 +10,7 @@
 //! `--recompute` both.
 
 use crate::options::Options;
-use remat::planner::{regions, PolicyTable, RegionList};
+use remat::policies::{regions, PolicyTable, RegionList};
 use tch::Tensor;
 
 /// The table the options give; `None` without table options.

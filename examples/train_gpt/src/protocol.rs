@@ -4,7 +4,7 @@
 //! Invariant: losses are written with Rust's shortest round-trip float
 //! formatting, so the parent compares the exact values the child computed.
 
-use remat::diagnostics::median;
+use remat_reference::numbers::median;
 use remat_reference::model::ModelPolicy;
 use std::io::Write;
 

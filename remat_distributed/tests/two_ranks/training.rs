@@ -3,7 +3,8 @@
 //! table and CPU bf16 autocast (docs/semantics.md, rules W4-W7).
 
 use crate::launch::{launch_both, OUT};
-use remat::planner::{profile_with, Plan, PolicyTable};
+use remat::planner::{profile_with, Plan};
+use remat::policies::PolicyTable;
 use remat_distributed::{DdpOptions, DistributedDataParallel, ProcessGroup};
 use remat_reference::model::{batch, Config, ModelPolicy, Setup, SMALL};
 use std::path::PathBuf;

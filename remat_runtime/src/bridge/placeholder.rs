@@ -109,7 +109,7 @@ impl PlaceholderSpec {
 /// of a placeholder is a placeholder.
 ///
 /// ```
-/// use remat_runtime::{is_placeholder, autograd::placeholder, autograd::PlaceholderSpec};
+/// use remat_runtime::autograd::{is_placeholder, placeholder, PlaceholderSpec};
 /// use tch::{Device, Kind};
 /// let spec = PlaceholderSpec::contiguous(&[4, 4], Kind::Float, Device::Cpu);
 /// let p = placeholder(&spec, "the value was not kept").unwrap();
@@ -149,7 +149,7 @@ pub fn placeholder(spec: &PlaceholderSpec, message: &str) -> Result<Tensor> {
 /// Whether `t` (or the tensor it is a view of) is a placeholder.
 ///
 /// ```
-/// assert!(!remat_runtime::is_placeholder(&tch::Tensor::ones([2], tch::kind::FLOAT_CPU)));
+/// assert!(!remat_runtime::autograd::is_placeholder(&tch::Tensor::ones([2], tch::kind::FLOAT_CPU)));
 /// ```
 pub fn is_placeholder(t: &Tensor) -> bool {
     // SAFETY: `t` is a live tensor.

@@ -61,7 +61,7 @@ pub struct Checkpoint {
     enabled: Enabled,
     /// `None`: the process-wide default (`REMAT_STRICT_RECOMPUTE`).
     strict: Option<bool>,
-    /// `None`: the process-wide default (`autograd::set_checkpoint_early_stop`,
+    /// `None`: the process-wide default (`Checkpoint::set_default_early_stop`,
     /// `REMAT_EARLY_STOP`).
     early_stop: Option<bool>,
     backward_inside: bool,
@@ -188,7 +188,7 @@ impl Checkpoint {
 
     /// Whether recomputation stops as soon as it has rebuilt every saved
     /// tensor the backward can still read (default: no, unless
-    /// `autograd::set_checkpoint_early_stop(true)` or `REMAT_EARLY_STOP=1`
+    /// `Checkpoint::set_default_early_stop(true)` or `REMAT_EARLY_STOP=1`
     /// said otherwise). Stopped, the closure's code after its last save does
     /// not run again in backward: its work is not repeated, and neither are
     /// its side effects (they happen once, on the forward).
@@ -225,6 +225,46 @@ impl Checkpoint {
     pub fn early_stop(mut self, on: bool) -> Self {
         self.early_stop = Some(on);
         self
+    }
+
+    /// Turns early stop on or off for every checkpoint started from now on
+    /// that does not say otherwise with [`Checkpoint::early_stop`]
+    /// (default: off, unless the environment variable `REMAT_EARLY_STOP` is
+    /// `1`, `true`, `on` or `yes`; rule C18). A checkpoint takes the
+    /// setting when its forward starts.
+    ///
+    /// Early stop ends a recomputation by unwinding through the closure
+    /// once everything backward needs is rebuilt, so the code after the
+    /// closure's last save does not run again. Turn it on only for
+    /// closures that an unwind cannot hurt: one that holds a
+    /// `std::sync::Mutex` guard across its ops leaves the mutex poisoned,
+    /// and one that updates its own state in steps may be stopped between
+    /// them. A build with `panic = "abort"` never stops early, whatever
+    /// this says: the unwind would abort the process.
+    ///
+    /// ```
+    /// use remat_runtime::Checkpoint;
+    /// Checkpoint::set_default_early_stop(true);
+    /// assert_eq!(Checkpoint::default_early_stop(), cfg!(panic = "unwind"));
+    /// Checkpoint::set_default_early_stop(false);
+    /// assert!(!Checkpoint::default_early_stop());
+    /// ```
+    pub fn set_default_early_stop(on: bool) {
+        early_stop::set_default(on);
+    }
+
+    /// Whether a checkpoint that does not say ([`Checkpoint::early_stop`])
+    /// stops its recomputation early: the last
+    /// [`Checkpoint::set_default_early_stop`], else the environment
+    /// variable `REMAT_EARLY_STOP`, else off; always off in a build with
+    /// `panic = "abort"`.
+    ///
+    /// ```
+    /// // Off unless REMAT_EARLY_STOP=1 or set_default_early_stop(true) said otherwise.
+    /// let _on: bool = remat_runtime::Checkpoint::default_early_stop();
+    /// ```
+    pub fn default_early_stop() -> bool {
+        early_stop::default_on()
     }
 
     /// Whether the closure computes gradients itself (default: no): it calls
@@ -509,9 +549,7 @@ impl Checkpoint {
             backward_inside: self.backward_inside,
             early_stop: early_stop::AVAILABLE
                 && !strict
-                && self
-                    .early_stop
-                    .unwrap_or_else(early_stop::checkpoint_early_stop),
+                && self.early_stop.unwrap_or_else(early_stop::default_on),
             body: erased,
             input_saver: saver,
             present,

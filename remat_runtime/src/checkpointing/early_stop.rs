@@ -53,40 +53,15 @@ pub(crate) const AVAILABLE: bool = cfg!(panic = "unwind");
 /// The process-wide switch: 0 as the environment says, 1 on, 2 off.
 static GLOBAL: AtomicU8 = AtomicU8::new(0);
 
-/// Turns early stop on or off for every checkpoint started from now on
-/// that does not say otherwise with `Checkpoint::early_stop` (default: off,
-/// unless the environment variable `REMAT_EARLY_STOP` is `1`, `true`, `on`
-/// or `yes`). A checkpoint takes the setting when its forward starts.
-///
-/// Early stop ends a recomputation by unwinding through the closure once
-/// everything backward needs is rebuilt, so the code after the closure's
-/// last save does not run again. Turn it on only for closures that an
-/// unwind cannot hurt: one that holds a `std::sync::Mutex` guard across its
-/// ops leaves the mutex poisoned, and one that updates its own state in
-/// steps may be stopped between them. A build with `panic = "abort"` never
-/// stops early, whatever this says: the unwind would abort the process.
-///
-/// ```
-/// use remat_runtime::autograd::{checkpoint_early_stop, set_checkpoint_early_stop};
-/// set_checkpoint_early_stop(true);
-/// assert_eq!(checkpoint_early_stop(), cfg!(panic = "unwind"));
-/// set_checkpoint_early_stop(false);
-/// assert!(!checkpoint_early_stop());
-/// ```
-pub fn set_checkpoint_early_stop(on: bool) {
+/// Sets the process-wide default (`Checkpoint::set_default_early_stop`).
+pub(crate) fn set_default(on: bool) {
     GLOBAL.store(if on { 1 } else { 2 }, Ordering::Relaxed);
 }
 
-/// Whether a checkpoint that does not say (`Checkpoint::early_stop`) stops
-/// its recomputation early: the last [`set_checkpoint_early_stop`], else the
-/// environment variable `REMAT_EARLY_STOP`, else off; always off in a build
-/// with `panic = "abort"`.
-///
-/// ```
-/// // Off unless REMAT_EARLY_STOP=1 or set_checkpoint_early_stop(true) said otherwise.
-/// let _on: bool = remat_runtime::autograd::checkpoint_early_stop();
-/// ```
-pub fn checkpoint_early_stop() -> bool {
+/// The process-wide default (`Checkpoint::default_early_stop`): the last
+/// [`set_default`], else `REMAT_EARLY_STOP`, else off; always off without
+/// unwinding.
+pub(crate) fn default_on() -> bool {
     AVAILABLE
         && match GLOBAL.load(Ordering::Relaxed) {
             1 => true,

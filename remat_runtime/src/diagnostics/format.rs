@@ -1,7 +1,8 @@
 //! Numbers and names as the reports print them.
 
 /// Bytes as remat's reports print them: binary units (1 KiB = 1024 B) with
-/// two decimals, whole bytes below 1 KiB.
+/// two decimals, whole bytes below 1 KiB. Public so that a report of your
+/// own, printed next to remat's, reads alike.
 ///
 /// ```
 /// use remat_runtime::diagnostics::human_bytes;
@@ -22,28 +23,6 @@ pub fn human_bytes(n: i64) -> String {
         unit += 1;
     }
     format!("{value:.2} {}", UNITS[unit])
-}
-
-/// Bytes in MiB with two decimals, whatever the size: for columns that
-/// compare sizes, where [`human_bytes`] would change units between rows.
-///
-/// ```
-/// use remat_runtime::diagnostics::mib;
-/// assert_eq!(mib(3 << 19), "1.50 MiB");
-/// assert_eq!(mib(1 << 10), "0.00 MiB");
-/// ```
-pub fn mib(bytes: i64) -> String {
-    format!("{:.2} MiB", in_mib(bytes))
-}
-
-/// Bytes as a number of MiB, for plots and arithmetic ([`mib`] prints it).
-///
-/// ```
-/// use remat_runtime::diagnostics::in_mib;
-/// assert_eq!(in_mib(3 << 19), 1.5);
-/// ```
-pub fn in_mib(bytes: i64) -> f64 {
-    bytes as f64 / (1u64 << 20) as f64
 }
 
 /// `layer.0, layer.1, layer.2, layer.5` → `layer.0-2, layer.5`.

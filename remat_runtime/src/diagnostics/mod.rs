@@ -1,12 +1,13 @@
 //! What the runtime tells about a model: the trace of regions, the memory
 //! report of one checkpoint, the whole-model saved-for-backward report, and
-//! the forward timings the planner profiles; and how those reports print
-//! bytes and take medians, for other reports to print and measure alike.
+//! the forward timings the planner profiles; how those reports print bytes
+//! (`human_bytes`, for a report of the user's to print alike); the C heap's
+//! bytes in use and the CUDA allocator's counters (`device`), measures of
+//! memory independent of remat's own records.
 
 pub(crate) mod cuda;
 pub mod device;
 pub(crate) mod format;
-pub(crate) mod median;
 pub(crate) mod memory_report;
 pub(crate) mod saved_report;
 
@@ -17,8 +18,7 @@ pub use crate::recorders::trace::{
     TraceEntry,
 };
 pub use cuda::{attach_oom_observer, record_allocation_sites};
-pub use format::{human_bytes, in_mib, mib};
-pub use median::median;
+pub use format::human_bytes;
 pub use memory_report::{
     memory_report, InputMemory, KeptStorage, MemoryReport, OffloadedStorage, RegionMemory,
     StorageView,

@@ -7,8 +7,6 @@
 //! samples), and its spread is never smaller than half the samples'
 //! interquartile range.
 
-use crate::diagnostics::median::median;
-
 /// A measured cost in nanoseconds: the median of its samples and its
 /// spread, half their interquartile range (linear interpolation between
 /// samples). A sample's worth of noise moves the median by less than the
@@ -112,4 +110,13 @@ fn quartile(sorted: &[i64], q: usize) -> f64 {
     let pos = (sorted.len() - 1) as f64 * q as f64 / 4.0;
     let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
     sorted[lo] as f64 + (sorted[hi] - sorted[lo]) as f64 * (pos - lo as f64)
+}
+
+/// The median of integer samples: the middle one in order, the upper of
+/// the two middle ones for an even count, never an average of two, so an
+/// estimate is always a time that was measured.
+pub(super) fn median<T: Ord + Copy>(values: impl IntoIterator<Item = T>) -> Option<T> {
+    let mut v: Vec<T> = values.into_iter().collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
 }

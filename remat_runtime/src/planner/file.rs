@@ -258,36 +258,3 @@ impl Plan {
         })
     }
 }
-
-/// Bytes from a size such as `60MiB`, `1.5 GiB`, `512KiB`, `1000000` or
-/// `2MB` (powers of 1024 for `KiB`/`MiB`/`GiB`, of 1000 for `KB`/`MB`/`GB`).
-///
-/// ```
-/// use remat_runtime::planner::parse_bytes;
-/// assert_eq!(parse_bytes("60MiB").unwrap(), 60 << 20);
-/// assert_eq!(parse_bytes("1.5 KiB").unwrap(), 1536);
-/// assert!(parse_bytes("lots").is_err());
-/// ```
-pub fn parse_bytes(text: &str) -> Result<i64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kib" | "k" => 1024.0,
-        "mib" | "m" => 1024.0 * 1024.0,
-        "gib" | "g" => 1024.0 * 1024.0 * 1024.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        _ => f64::NAN,
-    };
-    match number.parse::<f64>() {
-        Ok(n) if scale.is_finite() => Ok((n * scale).round() as i64),
-        _ => Err(Error::Plan(format!(
-            "`{text}` is not a size; write e.g. `60MiB`, `1.5GiB` or a number of bytes"
-        ))),
-    }
-}

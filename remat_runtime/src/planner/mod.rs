@@ -9,9 +9,8 @@
 //! (what a budget gets: the fastest plan, then the tie rule's pick), `plan`
 //! (the plan, its prediction and activation), `file` (plan files),
 //! `to_table` (a plan as the policy table that decides as it does) and
-//! `table_file` (table files, which may hold a plan). Policy tables
-//! (`crate::policies`, docs/policies.md), the configuration form of a plan,
-//! are public here.
+//! `table_file` (table files, which may hold a plan). Policy tables, the
+//! configuration form of a plan, are `crate::policies` (docs/policies.md).
 
 pub(crate) mod calibrate;
 pub(crate) mod choice;
@@ -25,14 +24,11 @@ mod solve;
 pub(crate) mod table_file;
 pub(crate) mod to_table;
 
-pub use crate::policies::{
-    regions, CheckpointEntry, PolicyRule, PolicyTable, RegionEntry, RegionList, TableGuard,
-};
 pub use calibrate::MODEL_ERROR;
 pub use choice::Choice;
 pub use cost::{predict, ChoiceCost, CopyCost, LayerKind, Prediction, Profile, MAX_AUTO_REGIONS};
 pub use estimate::Estimate;
-pub use file::{parse_bytes, PLAN_FORMAT};
-pub use plan::{assignments, LayerPlan, Plan, PlanGuard, Target};
+pub use file::PLAN_FORMAT;
+pub use plan::{LayerPlan, Plan, PlanGuard, Target};
 pub use profile::{measure_kept_bytes, profile, profile_with, profile_with_offload};
 pub use table_file::TABLE_FORMAT;

@@ -99,34 +99,6 @@ pub struct PlanGuard {
     _active: ActiveGuard,
 }
 
-/// Every assignment the planner considers: one choice index per layer, all
-/// `K^L` of them (for brute-force checks on small models).
-///
-/// ```no_run
-/// # fn f(profile: &remat_runtime::planner::Profile) {
-/// for choices in remat_runtime::planner::assignments(profile) {
-///     let _ = remat_runtime::planner::predict(profile, &choices);
-/// }
-/// # }
-/// ```
-pub fn assignments(profile: &Profile) -> Vec<Vec<usize>> {
-    let mut out = vec![Vec::new()];
-    for &k in &profile.layer_kind {
-        let n = profile.kinds[k].choices.len();
-        out = out
-            .into_iter()
-            .flat_map(|prefix| {
-                (0..n).map(move |c| {
-                    let mut next = prefix.clone();
-                    next.push(c);
-                    next
-                })
-            })
-            .collect();
-    }
-    out
-}
-
 impl Plan {
     /// A plan whose predicted bytes kept at the forward→backward point are
     /// at most `bytes`, as fast as the profile can tell: among the plans

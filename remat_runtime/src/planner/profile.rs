@@ -36,12 +36,12 @@
 //! parameters' `.grad` are untouched) and leaves no plan active.
 
 use crate::checkpointing::auto::{self, DecisionTable};
-use crate::diagnostics::median::median;
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
 use crate::error::{Error, Result};
 use crate::planner::calibrate::calibrate;
 use crate::planner::choice::Choice;
 use crate::planner::cost::{ChoiceCost, CopyCost, LayerKind, Profile, MAX_AUTO_REGIONS};
+use crate::planner::estimate::median;
 use crate::planner::estimate::Estimate;
 use crate::policy::Policy;
 use crate::recorders::timing::{record_into, CheckpointCall, DeviceTimer, ProfileSink};

@@ -57,7 +57,7 @@ impl PolicyTable {
     /// The table as pretty-printed JSON (format `remat-policy/1`).
     ///
     /// ```
-    /// use remat_runtime::planner::PolicyTable;
+    /// use remat_runtime::policies::PolicyTable;
     /// let t = PolicyTable::new().checkpoint("layers.0", false).save("layers.*::attention");
     /// let json = t.to_json();
     /// assert!(json.contains(r#""region": "layers.*::attention""#), "{json}");
@@ -95,7 +95,7 @@ impl PolicyTable {
     /// for bad JSON, the rule for a bad rule, and malformed patterns.
     ///
     /// ```
-    /// use remat_runtime::planner::PolicyTable;
+    /// use remat_runtime::policies::PolicyTable;
     /// let t = PolicyTable::from_json(
     ///     r#"{"format": "remat-policy/1", "rules": [{"region": "mlp", "policy": "save"}]}"#,
     /// ).unwrap();
@@ -164,7 +164,7 @@ impl PolicyTable {
     /// Writes [`PolicyTable::to_json`] to `path`.
     ///
     /// ```no_run
-    /// # fn f(t: &remat_runtime::planner::PolicyTable) {
+    /// # fn f(t: &remat_runtime::policies::PolicyTable) {
     /// t.save_file("policy.json").unwrap();
     /// # }
     /// ```
@@ -178,7 +178,7 @@ impl PolicyTable {
     /// see [`PolicyTable::load_for`]).
     ///
     /// ```no_run
-    /// let t = remat_runtime::planner::PolicyTable::load("policy.json").unwrap();
+    /// let t = remat_runtime::policies::PolicyTable::load("policy.json").unwrap();
     /// ```
     pub fn load(path: impl AsRef<Path>) -> Result<PolicyTable> {
         let path = path.as_ref();
@@ -191,8 +191,8 @@ impl PolicyTable {
     /// describes ([`PolicyTable::check`]).
     ///
     /// ```no_run
-    /// # fn f(list: &remat_runtime::planner::RegionList) {
-    /// let t = remat_runtime::planner::PolicyTable::load_for("policy.json", list).unwrap();
+    /// # fn f(list: &remat_runtime::policies::RegionList) {
+    /// let t = remat_runtime::policies::PolicyTable::load_for("policy.json", list).unwrap();
     /// # }
     /// ```
     pub fn load_for(path: impl AsRef<Path>, list: &RegionList) -> Result<PolicyTable> {
@@ -203,13 +203,13 @@ impl PolicyTable {
     }
 
     /// Checks every rule against the model's checkpoints and regions (from
-    /// [`regions`](crate::planner::regions)): a checkpoint rule must match
+    /// [`regions`](crate::policies::regions)): a checkpoint rule must match
     /// an `auto()` checkpoint, a region rule an `Auto` region. The error
     /// names every rule that matches nothing, with the nearest names the
     /// model has.
     ///
     /// ```
-    /// use remat_runtime::planner::{CheckpointEntry, PolicyTable, RegionEntry, RegionList};
+    /// use remat_runtime::policies::{CheckpointEntry, PolicyTable, RegionEntry, RegionList};
     /// use remat_runtime::Policy;
     /// let list = RegionList {
     ///     checkpoints: vec![CheckpointEntry {
@@ -280,7 +280,7 @@ impl PolicyTable {
         }
         Err(Error::Policy(format!(
             "{} rule(s) match nothing in the model: {}; the model has {} `auto()` \
-             checkpoint(s) and {} `auto` region(s) (`planner::regions` lists them)",
+             checkpoint(s) and {} `auto` region(s) (`policies::regions` lists them)",
             unknown.len(),
             unknown.join(", "),
             checkpoints.len(),

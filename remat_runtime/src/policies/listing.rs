@@ -69,7 +69,7 @@ impl RegionList {
     /// Every region's qualified name, in order.
     ///
     /// ```
-    /// let list = remat_runtime::planner::RegionList::default();
+    /// let list = remat_runtime::policies::RegionList::default();
     /// assert!(list.qualified_names().is_empty());
     /// ```
     pub fn qualified_names(&self) -> Vec<&str> {
@@ -85,7 +85,7 @@ impl RegionList {
 /// Checkpoint names must be unique in the forward.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, planner, recompute_needs_tensor, region, Policy};
+/// use remat_runtime::{checkpoint, policies, recompute_needs_tensor, region, Policy};
 /// let w = tch::Tensor::ones([8, 8], tch::kind::FLOAT_CPU).set_requires_grad(true);
 /// let forward = || {
 ///     let w = w.shallow_clone();
@@ -95,7 +95,7 @@ impl RegionList {
 ///         region("sin", Policy::Recompute).call(&h, |h| h.sin()).sum(tch::Kind::Float)
 ///     })
 /// };
-/// let list = planner::regions(forward).unwrap();
+/// let list = policies::regions(forward).unwrap();
 /// let layer = &list.checkpoints[0];
 /// assert_eq!((layer.name.as_str(), layer.auto, layer.checkpointed), ("layers.0", true, true));
 /// assert_eq!(layer.regions[0].qualified, "layers.0::exp");

@@ -1,5 +1,4 @@
-//! Policies as configuration (docs/policies.md), public in
-//! `remat::planner`: tables of rules that map
+//! Policies as configuration (docs/policies.md): tables of rules that map
 //! checkpoint and region names, by shell-style pattern, to what `auto()`
 //! checkpoints and `Policy::Auto` regions do, and the listing of the
 //! checkpoints and regions a model's forward meets. Their files, which may

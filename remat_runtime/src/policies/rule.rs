@@ -7,10 +7,10 @@
 use crate::diagnostics::device::{from_name, name_of};
 use crate::policy::Policy;
 
-/// One rule of a [`PolicyTable`](crate::planner::PolicyTable).
+/// One rule of a [`PolicyTable`](crate::policies::PolicyTable).
 ///
 /// ```
-/// use remat_runtime::planner::PolicyRule;
+/// use remat_runtime::policies::PolicyRule;
 /// use remat_runtime::Policy;
 /// let r = PolicyRule::Region { pattern: "layers.*::attention".into(), policy: Policy::Save };
 /// assert_eq!(r.to_string(), "layers.*::attention: save");
@@ -40,7 +40,7 @@ impl PolicyRule {
     /// The pattern as written.
     ///
     /// ```
-    /// let r = remat_runtime::planner::PolicyRule::Checkpoint { pattern: "layers.1".into(), enabled: false };
+    /// let r = remat_runtime::policies::PolicyRule::Checkpoint { pattern: "layers.1".into(), enabled: false };
     /// assert_eq!(r.pattern(), "layers.1");
     /// ```
     pub fn pattern(&self) -> &str {

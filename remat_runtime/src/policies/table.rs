@@ -30,7 +30,7 @@ use crate::policies::rule::PolicyRule;
 /// and no table changes them.
 ///
 /// ```
-/// use remat_runtime::planner::PolicyTable;
+/// use remat_runtime::policies::PolicyTable;
 /// use remat_runtime::{checkpoint, recompute_needs_tensor, region, Policy};
 /// let table = PolicyTable::new()
 ///     .save("layers.*::attention") // every layer keeps its attention
@@ -82,7 +82,7 @@ impl PolicyTable {
     /// A table with no rules: every name gets the code's default.
     ///
     /// ```
-    /// assert!(remat_runtime::planner::PolicyTable::new().rules().is_empty());
+    /// assert!(remat_runtime::policies::PolicyTable::new().rules().is_empty());
     /// ```
     pub fn new() -> PolicyTable {
         PolicyTable::default()
@@ -91,7 +91,7 @@ impl PolicyTable {
     /// A table of `rules`, in order.
     ///
     /// ```
-    /// use remat_runtime::planner::{PolicyTable, PolicyRule};
+    /// use remat_runtime::policies::{PolicyTable, PolicyRule};
     /// let t = PolicyTable::from_rules(vec![PolicyRule::Checkpoint { pattern: "*".into(), enabled: false }]);
     /// assert_eq!(t.decide_checkpoint("layers.0"), Some(false));
     /// ```
@@ -105,7 +105,7 @@ impl PolicyTable {
     /// Adds `rule` after the others (so it overrides them where both match).
     ///
     /// ```
-    /// use remat_runtime::planner::{PolicyTable, PolicyRule};
+    /// use remat_runtime::policies::{PolicyTable, PolicyRule};
     /// use remat_runtime::Policy;
     /// let t = PolicyTable::new().rule(PolicyRule::Region { pattern: "mlp".into(), policy: Policy::Save });
     /// assert_eq!(t.decide_region("layers.7", "mlp"), Some(Policy::Save));
@@ -119,7 +119,7 @@ impl PolicyTable {
     /// Adds a rule: `Auto` regions matching `pattern` save.
     ///
     /// ```
-    /// let t = remat_runtime::planner::PolicyTable::new().save("*::mlp.*");
+    /// let t = remat_runtime::policies::PolicyTable::new().save("*::mlp.*");
     /// assert!(t.decide_region("layers.0", "mlp.up").is_some());
     /// ```
     pub fn save(self, pattern: impl Into<String>) -> PolicyTable {
@@ -133,7 +133,7 @@ impl PolicyTable {
     ///
     /// ```
     /// use remat_runtime::Policy;
-    /// let t = remat_runtime::planner::PolicyTable::new().save("*").recompute("mlp");
+    /// let t = remat_runtime::policies::PolicyTable::new().save("*").recompute("mlp");
     /// assert_eq!(t.decide_region("layers.0", "mlp"), Some(Policy::Recompute));
     /// ```
     pub fn recompute(self, pattern: impl Into<String>) -> PolicyTable {
@@ -148,7 +148,7 @@ impl PolicyTable {
     ///
     /// ```
     /// use remat_runtime::Policy;
-    /// let t = remat_runtime::planner::PolicyTable::new().save("*").offload("mlp.*");
+    /// let t = remat_runtime::policies::PolicyTable::new().save("*").offload("mlp.*");
     /// assert_eq!(t.decide_region("layers.0", "mlp.up"), Some(Policy::OFFLOAD));
     /// assert_eq!(t.decide_region("layers.0", "attention"), Some(Policy::Save));
     /// ```
@@ -164,7 +164,7 @@ impl PolicyTable {
     /// other recomputes (an `offload` name overrides a `save` name).
     ///
     /// ```
-    /// use remat_runtime::planner::PolicyTable;
+    /// use remat_runtime::policies::PolicyTable;
     /// use remat_runtime::Policy;
     /// let t = PolicyTable::save_and_offload_only(["attention"], ["mlp.up"]);
     /// assert_eq!(t.decide_region("layers.0", "attention"), Some(Policy::Save));
@@ -186,7 +186,7 @@ impl PolicyTable {
     /// (`true`) or run as plain code (`false`).
     ///
     /// ```
-    /// let t = remat_runtime::planner::PolicyTable::new().checkpoint("layers.[0-3]", false);
+    /// let t = remat_runtime::policies::PolicyTable::new().checkpoint("layers.[0-3]", false);
     /// assert_eq!(t.decide_checkpoint("layers.3"), Some(false));
     /// assert_eq!(t.decide_checkpoint("layers.4"), None);
     /// ```
@@ -201,7 +201,7 @@ impl PolicyTable {
     /// (patterns, as in [`PolicyTable::save`]) save, every other recomputes.
     ///
     /// ```
-    /// use remat_runtime::planner::PolicyTable;
+    /// use remat_runtime::policies::PolicyTable;
     /// use remat_runtime::Policy;
     /// let t = PolicyTable::save_only(["attention"]);
     /// assert_eq!(t.decide_region("layers.0", "attention"), Some(Policy::Save));
@@ -216,7 +216,7 @@ impl PolicyTable {
     /// The converse: every `Auto` region saves but those named by `names`.
     ///
     /// ```
-    /// use remat_runtime::planner::PolicyTable;
+    /// use remat_runtime::policies::PolicyTable;
     /// use remat_runtime::Policy;
     /// let t = PolicyTable::save_all_but(["mlp"]);
     /// assert_eq!(t.decide_region("layers.0", "attention"), Some(Policy::Save));
@@ -232,7 +232,7 @@ impl PolicyTable {
     /// an error from [`PolicyTable::scope`] instead of a warning.
     ///
     /// ```
-    /// assert!(remat_runtime::planner::PolicyTable::new().strict(true).is_strict());
+    /// assert!(remat_runtime::policies::PolicyTable::new().strict(true).is_strict());
     /// ```
     pub fn strict(mut self, strict: bool) -> PolicyTable {
         self.strict = strict;
@@ -243,7 +243,7 @@ impl PolicyTable {
     /// Whether unmatched patterns are errors.
     ///
     /// ```
-    /// assert!(!remat_runtime::planner::PolicyTable::new().is_strict());
+    /// assert!(!remat_runtime::policies::PolicyTable::new().is_strict());
     /// ```
     pub fn is_strict(&self) -> bool {
         self.strict
@@ -252,7 +252,7 @@ impl PolicyTable {
     /// The rules, in order.
     ///
     /// ```
-    /// let t = remat_runtime::planner::PolicyTable::new().save("mlp");
+    /// let t = remat_runtime::policies::PolicyTable::new().save("mlp");
     /// assert_eq!(t.rules().len(), 1);
     /// ```
     pub fn rules(&self) -> &[PolicyRule] {
@@ -262,7 +262,7 @@ impl PolicyTable {
     /// Checks every pattern; the error names the first malformed one.
     ///
     /// ```
-    /// let t = remat_runtime::planner::PolicyTable::new().save("layers.[0-3::mlp");
+    /// let t = remat_runtime::policies::PolicyTable::new().save("layers.[0-3::mlp");
     /// assert!(t.validate().unwrap_err().to_string().contains("without its `]`"));
     /// ```
     pub fn validate(&self) -> Result<()> {
@@ -274,7 +274,7 @@ impl PolicyTable {
     /// table decides nothing. Does not count as a match for reporting.
     ///
     /// ```
-    /// let t = remat_runtime::planner::PolicyTable::new().checkpoint("*", false).checkpoint("layers.0", true);
+    /// let t = remat_runtime::policies::PolicyTable::new().checkpoint("*", false).checkpoint("layers.0", true);
     /// assert_eq!(t.decide_checkpoint("layers.0"), Some(true)); // the last match wins
     /// assert_eq!(t.decide_checkpoint("layers.1"), Some(false));
     /// ```
@@ -288,7 +288,7 @@ impl PolicyTable {
     ///
     /// ```
     /// use remat_runtime::Policy;
-    /// let t = remat_runtime::planner::PolicyTable::new().save("layers.*::attn*");
+    /// let t = remat_runtime::policies::PolicyTable::new().save("layers.*::attn*");
     /// assert_eq!(t.decide_region("layers.3", "attn.qkv"), Some(Policy::Save));
     /// assert_eq!(t.decide_region("head", "attn"), None);
     /// ```
@@ -303,7 +303,7 @@ impl PolicyTable {
     /// wins). Fails on a malformed pattern.
     ///
     /// ```
-    /// # fn f(table: &remat_runtime::planner::PolicyTable, forward: impl Fn() -> tch::Tensor) {
+    /// # fn f(table: &remat_runtime::policies::PolicyTable, forward: impl Fn() -> tch::Tensor) {
     /// let loss = {
     ///     let active = table.activate().unwrap();
     ///     let loss = forward();
@@ -328,7 +328,7 @@ impl PolicyTable {
     /// then).
     ///
     /// ```no_run
-    /// # fn f(table: &remat_runtime::planner::PolicyTable, forward: impl Fn() -> tch::Tensor) {
+    /// # fn f(table: &remat_runtime::policies::PolicyTable, forward: impl Fn() -> tch::Tensor) {
     /// table.scope(|| forward()).unwrap().backward();
     /// # }
     /// ```
@@ -344,7 +344,7 @@ impl PolicyTable {
     /// ran.
     ///
     /// ```
-    /// let t = remat_runtime::planner::PolicyTable::new().save("typo");
+    /// let t = remat_runtime::policies::PolicyTable::new().save("typo");
     /// t.scope(|| ()).unwrap();
     /// assert_eq!(t.unmatched(), ["typo: save"]);
     /// ```
@@ -387,7 +387,7 @@ impl TableGuard {
     /// the forward met).
     ///
     /// ```
-    /// let t = remat_runtime::planner::PolicyTable::new().save("typo").strict(true);
+    /// let t = remat_runtime::policies::PolicyTable::new().save("typo").strict(true);
     /// let active = t.activate().unwrap();
     /// let err = active.finish().unwrap_err().to_string();
     /// assert!(err.starts_with("policy table: 1 pattern(s) matched nothing"), "{err}");
@@ -409,6 +409,7 @@ impl Drop for TableGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policies::rule::{parse_policy, policy_text};
     use crate::{checkpoint, recompute_needs_tensor, region};
     use std::sync::atomic::AtomicUsize;
     use tch::{Kind, Tensor};

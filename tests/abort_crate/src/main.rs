@@ -4,7 +4,8 @@
 //! C18) and each backward completes with the gradient of the model without
 //! checkpoints. Exits 0 and prints `abort_crate: ok`, or dies.
 
-use remat::autograd::{backward_with, checkpoint_early_stop, set_checkpoint_early_stop};
+use remat::autograd::backward_with;
+use remat::Checkpoint;
 use remat::{checkpoint, recompute_needs_tensor, region, Policy};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
@@ -26,9 +27,9 @@ fn main() {
         cfg!(panic = "abort"),
         "this crate is built with panic = \"abort\""
     );
-    set_checkpoint_early_stop(true);
+    Checkpoint::set_default_early_stop(true);
     assert!(
-        !checkpoint_early_stop(),
+        !Checkpoint::default_early_stop(),
         "a panic = \"abort\" build never stops a recomputation early"
     );
     let x = Tensor::from_slice(&[0.3f32, -1.2, 0.7, 2.0, 0.1, -0.4]).view([3, 2]);

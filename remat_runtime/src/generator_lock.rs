@@ -37,7 +37,7 @@ thread_local! {
 /// thread that holds the lock for CPU tensors, so the lock covers it.
 ///
 /// ```
-/// use remat_runtime::{checkpoint, nn::GeneratorLock, RngStateHook};
+/// use remat_runtime::{autograd::GeneratorLock, checkpoint, RngStateHook};
 /// use tch::{kind::FLOAT_CPU, Kind, Tensor};
 ///
 /// let grad = |remat: bool| {
@@ -67,7 +67,7 @@ impl GeneratorLock {
     /// If this thread holds it already (a second lock would wait forever).
     ///
     /// ```
-    /// use remat_runtime::nn::GeneratorLock;
+    /// use remat_runtime::autograd::GeneratorLock;
     /// let _rng = GeneratorLock::acquire();
     /// let x = tch::Tensor::randn([3], tch::kind::FLOAT_CPU); // drawn under the lock
     /// assert_eq!(x.size(), [3]);
@@ -76,7 +76,7 @@ impl GeneratorLock {
     /// Taking it twice on one thread is a bug in the test, reported at once:
     ///
     /// ```should_panic
-    /// use remat_runtime::nn::GeneratorLock;
+    /// use remat_runtime::autograd::GeneratorLock;
     /// let _outer = GeneratorLock::acquire();
     /// let _inner = GeneratorLock::seeded(1); // panics: this thread holds it
     /// ```
@@ -96,7 +96,7 @@ impl GeneratorLock {
     /// start of a test that compares runs.
     ///
     /// ```
-    /// use remat_runtime::nn::GeneratorLock;
+    /// use remat_runtime::autograd::GeneratorLock;
     /// let draw = || {
     ///     let _rng = GeneratorLock::seeded(3);
     ///     tch::Tensor::randn([4], tch::kind::FLOAT_CPU)
