@@ -2,7 +2,7 @@
 //! Calling them by hand can hand bare code a save output unmarked
 //! (`returned`), which voids the guarantee of docs/dsl.md, section T.
 
-use crate::checkpointing::ask::{returned_inside, returned_plain as plain};
+use crate::checkpointing::checkpoint::{returned_inside, returned_plain as plain};
 pub use crate::recorders::trace::enter_scope;
 pub use crate::saved::arg::Arg;
 use crate::saved::returned::CheckpointOutput;

@@ -4,7 +4,8 @@
 //! from autograd), runs the closure with every save packed into an empty
 //! holder (`holder`), and returns the outputs as the closure computed them:
 //! the first unpack of a holder (or of a rebuilt save) starts the replay
-//! (`recompute`).
+//! (`holder`). What the closure returns reaches the caller as plain values,
+//! asked of the checkpoints around this one, not of itself (rules K5, K8).
 //!
 //! Invariant: whatever the forward pushes (hooks, frame) is popped by guards,
 //! also when the closure panics; with grad mode off the closure simply runs.
@@ -12,25 +13,28 @@
 //! docs/semantics.md rules kept here: C1 (inputs saved on a node), C4 (plain
 //! runs), C9 (no boundary), C10 (outputs), C11 (errors on the forward), H2
 //! (the entry snapshot), T4 (which saved-tensor pair), P5 (strict by
-//! default from the environment), C18 (whether replay may stop early).
+//! default from the environment), C18 (whether replay may stop early), K5
+//! (a checkpoint's own return value is not asked of it).
 
 use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, AutocastState, WeakStorage};
-use crate::checkpointing::ask::{returned_inside, returned_plain};
 use crate::checkpointing::auto;
 use crate::checkpointing::capacity;
-use crate::checkpointing::checkpoint_state::{Body, CheckpointState, KeptInput, StateOptions};
+use crate::checkpointing::checkpoint_state::{
+    self, Body, CheckpointState, KeptInput, StateOptions,
+};
 use crate::checkpointing::closure::RecomputableClosure;
 use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::early_stop;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holder::ForwardHooks;
-use crate::checkpointing::nodes;
+use crate::checkpointing::region::asked;
 use crate::checkpointing::saved_tensors::SavedTensorsHooks;
 use crate::error::{catch_quietly, panic_message, Error, Result};
 use crate::hooks::state_hooks::{snapshot_all, RecomputeStateHook};
 use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::io::{CheckpointInputs, RegionOutput};
 use crate::recorders::timing;
+use crate::saved::arg::Token;
 use crate::saved::returned::CheckpointOutput;
 use crate::sync::lock;
 use std::sync::Arc;
@@ -509,13 +513,13 @@ impl Checkpoint {
         // docs/semantics.md, rule T4.
         let user_hooks = self.saved_tensors_hooks.or_else(TensorHooks::ambient);
         let saver = {
-            let _saving = nodes::saving_inputs();
+            let _saving = checkpoint_state::saving_inputs();
             let _inputs = user_hooks
                 .as_ref()
                 .map(|h| h.push_as(SavedTensorKind::CheckpointInput));
             // docs/semantics.md, rules C1 and T3: the inputs are saved on a node, through
             // the user's pair (kind CheckpointInput) when there is one.
-            nodes::save_inputs(&saved)?
+            checkpoint_state::save_inputs(&saved)?
         };
         // docs/semantics.md, rule C9: the outputs are the tensors the closure
         // computed, in each other's graph as it built them.
@@ -605,4 +609,32 @@ impl Checkpoint {
         }
         O::Output::from_parts(parts, &layout)
     }
+}
+
+/// The output of a checkpoint's closure as its caller receives it, inside
+/// the checkpoint: no ask of the checkpoint itself (rule K5), only of the
+/// checkpoints around it whose forward is running (rule K8). A body that
+/// runs as plain code (its checkpoint switched off by the plan, or grad
+/// mode off) has no frame of its own: the innermost frame is its caller's,
+/// which is asked too.
+pub(crate) fn returned_inside<O: CheckpointOutput>(out: O) -> O::Output {
+    if O::HOLDS_SAVED {
+        ask_output(&out, !frame::in_plain_body());
+    }
+    out.into_output(Token::new())
+}
+
+/// The same, where the body ran as plain code in its caller (a checkpoint
+/// switched off): the value is bare code of every running checkpoint.
+pub(crate) fn returned_plain<O: CheckpointOutput>(out: O) -> O::Output {
+    if O::HOLDS_SAVED {
+        ask_output(&out, false);
+    }
+    out.into_output(Token::new())
+}
+
+fn ask_output<O: CheckpointOutput>(out: &O, skip_innermost: bool) {
+    let mut tensors = Vec::new();
+    out.visit(&mut |t| tensors.push(t.shallow_clone()));
+    asked(&tensors, skip_innermost);
 }

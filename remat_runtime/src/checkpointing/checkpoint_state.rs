@@ -1,26 +1,27 @@
 //! The state one checkpoint call shares between its forward, the holders in
-//! its graph and its replays.
+//! its graph and its replays; and the node its inputs are saved on (rule
+//! C1), from which a replay reads them back.
 //!
 //! Invariants: the state holds no tensor with a `grad_fn` from inside the
 //! checkpoint (outputs are referenced weakly, kept values are detached), so
 //! no reference cycle keeps a graph alive: dropping the graph frees the
 //! state. Replay reaches it through the holder that backward unpacks, never
 //! through the forward thread's thread-locals. Everything here is data; the
-//! mechanism that uses it lives in the files above (`holder`, `recompute`,
-//! `region`, `save_region`, `checkpoint`).
+//! mechanism that uses it lives in the files above (`holder`, `region`,
+//! `save_region`, `checkpoint`).
 //!
 //! docs/semantics.md rules kept here: M1 (state per checkpoint call), M2
 //! (reached through the holder), M3 (no cycles), D4 (the registry of live
-//! states, weak), D6 (`live_checkpoints`).
+//! states, weak), D6 (`live_checkpoints`), C1 (inputs saved on a node).
 
-use crate::bridge::{AutocastState, WeakStorage};
+use crate::bridge::{attach_node, no_grad, AutocastState, NodeBackward, SavedAccess, WeakStorage};
 use crate::checkpointing::auto::Resolved;
 use crate::checkpointing::capacity;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
 use crate::checkpointing::early_stop::StopState;
 use crate::checkpointing::save_region::persist::PersistIndex;
 use crate::checkpointing::save_region::record::{region_path, SaveRecord};
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::hooks::state_hooks::{RecomputeStateHook, Snapshots};
 use crate::recorders::timing::CheckpointCall;
@@ -273,4 +274,60 @@ impl Drop for CheckpointState {
     fn drop(&mut self) {
         LIVE.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Saves the checkpoint's inputs as autograd saved tensors (so their
+/// lifetime follows the graph and saved-tensor hooks see them), on a node
+/// whose output nothing uses: its backward never runs.
+struct SaveInputs;
+
+impl NodeBackward for SaveInputs {
+    fn backward(
+        &mut self,
+        _: &SavedAccess<'_>,
+        _: Vec<Tensor>,
+    ) -> Result<Vec<Option<Tensor>>, String> {
+        Err("remat internal error: the checkpoint input saver was backpropagated".into())
+    }
+}
+
+thread_local! {
+    static SAVING_INPUTS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as saving a checkpoint's inputs until dropped, so that
+/// whoever packs them (the whole-model report's tracker) can tell them from
+/// activations.
+pub(crate) struct SavingInputs(bool);
+
+pub(crate) fn saving_inputs() -> SavingInputs {
+    SavingInputs(SAVING_INPUTS.with(|s| s.replace(true)))
+}
+
+impl Drop for SavingInputs {
+    fn drop(&mut self) {
+        SAVING_INPUTS.with(|s| s.set(self.0));
+    }
+}
+
+/// Whether the save being packed now is a checkpoint input.
+pub(crate) fn is_saving_inputs() -> bool {
+    SAVING_INPUTS.with(|s| s.get())
+}
+
+/// A node holding `inputs` as saved tensors; read them back with
+/// [`crate::bridge::grad_fn_saved`] on the returned tensor.
+pub(crate) fn save_inputs(inputs: &[&Tensor]) -> Result<Tensor> {
+    // A dummy leaf that requires grad guarantees the node is created even
+    // when no input requires grad (parameters captured by the closure may).
+    let dummy = Tensor::empty([0], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    let mut out = vec![no_grad(|| Tensor::empty([0], tch::kind::FLOAT_CPU))];
+    attach_node(
+        Box::new(SaveInputs),
+        "CheckpointSaveInputs",
+        &[&dummy],
+        &mut out,
+        inputs,
+    )?;
+    Ok(out.pop().expect("one output"))
 }

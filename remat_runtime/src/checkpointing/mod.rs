@@ -2,17 +2,16 @@
 //! its regions, and its replay in backward.
 //!
 //! From the bottom up: `auto` (the decisions of the active plan),
-//! `capacity` (how big the per-region tables start),
-//! `checkpoint_state` (what one checkpoint call shares) with `determinism`,
-//! `frame` (which checkpoint and phase a thread runs), `holder` and
-//! `recompute` (the saved tensors autograd keeps, refilled by running the
-//! closure again) with `early_stop` (where that run may end), `nodes` (the
-//! autograd nodes remat adds), `save_region/` (everything of `Save`
-//! regions), `saved_tensors` (where a user's hook pair applies),
-//! `name_scope` (prefixes of region names) and `region`, and `checkpoint` (the public builder and the
-//! forward).
+//! `capacity` (how big the per-region tables start), `checkpoint_state`
+//! (what one checkpoint call shares, and the node its inputs are saved on)
+//! with `determinism`, `frame` (which checkpoint and phase a thread runs),
+//! `holder` (the saved tensors autograd keeps, and the replay that refills
+//! them) with `early_stop` (where that replay may end), `save_region/`
+//! (everything of `Save` regions), `saved_tensors` (where a user's hook
+//! pair applies), `name_scope` (prefixes of region names), `region` (and
+//! asking checkpoints to keep what bare code reads), `needs`, and
+//! `checkpoint` (the public builder and the forward).
 
-pub(crate) mod ask;
 pub(crate) mod auto;
 pub(crate) mod capacity;
 pub(crate) mod checkpoint;
@@ -24,8 +23,6 @@ pub(crate) mod frame;
 pub(crate) mod holder;
 pub(crate) mod name_scope;
 pub(crate) mod needs;
-pub(crate) mod nodes;
-pub(crate) mod recompute;
 pub(crate) mod region;
 pub(crate) mod save_region;
 pub(crate) mod saved_tensors;

@@ -8,8 +8,8 @@
 //! checkpoint recomputes.
 
 use crate::bridge::{is_placeholder, peel_slice, Saved};
-use crate::checkpointing::ask::asked;
 use crate::checkpointing::frame;
+use crate::checkpointing::region::asked;
 use crate::io::RegionInput;
 use tch::Tensor;
 

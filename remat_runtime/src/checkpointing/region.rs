@@ -6,11 +6,13 @@
 //! (non-empty, unique per phase: R2), `Auto` resolved from the forward's
 //! decision (R3), nesting (R4), the same path on recomputation (R5), and
 //! dispatch by phase and policy; `save_region` holds what `Save` does (S, P).
-//! `recompute_needs_tensor` is rule K4.
+//! `recompute_needs_tensor` is rule K4; asking every checkpoint whose
+//! forward runs on the thread to keep a value bare code reads is K4 and K8
+//! (`ask`), which `needs` and a checkpoint's returned values use too.
 
-use crate::checkpointing::ask::{ask, asked};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame::{self, Phase};
+use crate::checkpointing::save_region::persist::persist;
 use crate::checkpointing::save_region::{
     forward as save_forward, rerun as save_rerun, serve as save_serve,
 };
@@ -350,4 +352,27 @@ impl Region {
 pub fn recompute_needs_tensor<T: RegionInput + ?Sized>(t: &T) {
     // docs/semantics.md, rule K4: only in a checkpoint's forward; elsewhere a no-op.
     asked(t, false);
+}
+
+/// Asks every checkpoint whose forward runs on this thread (all but the
+/// innermost with `skip_innermost`) to keep the `Save` outputs in `value`.
+///
+/// docs/semantics.md, rules K4 and K8: a value read by bare code of a nested
+/// checkpoint is read again when the outer checkpoint replays, so the outer
+/// one must keep it too; a checkpoint whose forward has ended, or that is
+/// replaying, has nothing to keep.
+pub(crate) fn ask<T: RegionInput + ?Sized>(value: &T, skip_innermost: bool) -> Result<()> {
+    let (first, more) = frame::forward_states(skip_innermost);
+    for state in first.iter().chain(&more) {
+        persist(&state.persist, &value)?;
+    }
+    Ok(())
+}
+
+/// [`ask`], panicking as `recompute_needs_tensor` does on a failure to keep
+/// (a pack hook's error, which names the region and output).
+pub(crate) fn asked<T: RegionInput + ?Sized>(value: &T, skip_innermost: bool) {
+    if let Err(e) = ask(value, skip_innermost) {
+        panic!("{e}");
+    }
 }

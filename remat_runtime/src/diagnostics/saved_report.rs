@@ -7,8 +7,8 @@
 use crate::bridge::{
     graph_nodes, storage_nbytes, HookPair, NodeId, Payload, SaveSite, StorageKey, WeakStorage,
 };
+use crate::checkpointing::checkpoint_state::is_saving_inputs;
 use crate::checkpointing::checkpoint_state::CheckpointState;
-use crate::checkpointing::nodes;
 use crate::checkpointing::saved_tensors::SavedTensorsHooks;
 use crate::diagnostics::format::{compact_names, human_bytes};
 use crate::diagnostics::memory_report::{input_memory, region_memory, InputMemory, RegionMemory};
@@ -59,7 +59,7 @@ impl HookPair for Tracker {
         let token = Arc::new(());
         // Parameters are not activation memory; checkpoint inputs are billed
         // to their checkpoint (from its own record).
-        if !site.param && !nodes::is_saving_inputs() {
+        if !site.param && !is_saving_inputs() {
             if let Some(storage) = WeakStorage::new(&tensor) {
                 lock(&self.0.rows).push(OutsideRow {
                     storage,

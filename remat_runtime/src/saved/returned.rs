@@ -4,7 +4,7 @@
 //!
 //! Invariant: `into_output` opens save outputs without asking, so only the
 //! runtime calls it (its token cannot be made elsewhere), and only on a
-//! checkpoint's return value (`checkpointing/ask.rs` asks the checkpoints
+//! checkpoint's return value (`checkpointing/checkpoint.rs` asks the checkpoints
 //! around it, rule K8).
 
 use crate::bridge::Saved;

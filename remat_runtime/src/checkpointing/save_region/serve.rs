@@ -14,11 +14,10 @@
 
 use crate::bridge::{
     detached_alias, graph_task_id, graph_task_keeps_graph, is_placeholder, placeholder,
-    tensor_version, PlaceholderSpec,
+    served_value, tensor_version, PlaceholderSpec,
 };
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::stop_now;
-use crate::checkpointing::nodes::non_leaf;
 use crate::checkpointing::save_region::record::{SaveRecord, Slot};
 use crate::checkpointing::save_region::saved_input::rebuild;
 use crate::error::{Error, Result};
@@ -146,7 +145,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
                 if requires_grad {
                     // docs/semantics.md, rule P2: the forward's `requires_grad`, as a non-leaf.
                     // The served identity is itself detached from `value`.
-                    parts.push(Some(non_leaf(&value)?));
+                    parts.push(Some(served_value(&value)?));
                     continue;
                 }
                 detached_alias(&value)?
@@ -174,7 +173,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
             }
         };
         parts.push(Some(if requires_grad {
-            non_leaf(&value)?
+            served_value(&value)?
         } else {
             value
         }));
