@@ -132,14 +132,44 @@ fn code_of(file: &Path) -> String {
         .join("\n")
 }
 
+/// Whether a crate root or `mod.rs` only declares modules and re-exports
+/// (a facade), rather than defining items of its own.
+fn is_facade(src: &Path, file: &str) -> bool {
+    let named = file.ends_with("mod.rs") || file.ends_with("lib.rs") || file.ends_with("main.rs");
+    named
+        && !code_of(&src.join(file)).lines().any(|line| {
+            let mut words = line.split_whitespace().peekable();
+            while words
+                .peek()
+                .is_some_and(|w| w.starts_with("pub") || matches!(*w, "unsafe" | "async"))
+            {
+                words.next();
+            }
+            words.next().is_some_and(|w| {
+                matches!(
+                    w,
+                    "fn" | "struct"
+                        | "enum"
+                        | "impl"
+                        | "trait"
+                        | "const"
+                        | "static"
+                        | "type"
+                        | "union"
+                        | "macro_rules!"
+                ) || w.starts_with("impl<")
+            })
+        })
+}
+
 /// Which files each file imports through `crate::`, `super::` and `self::`
-/// paths (comments and `#[cfg(test)]` modules aside). Facades (`lib.rs`,
-/// `mod.rs`) only re-export, and unit-test folders only use: both are left
-/// out, as a reader would leave them out.
+/// paths (comments and `#[cfg(test)]` modules aside). Facades (a `lib.rs`
+/// or `mod.rs` that only declares modules and re-exports) and unit-test
+/// folders are left out, as a reader would leave them out; a `mod.rs`
+/// that defines items is a file like any other.
 fn import_graph(src: &Path) -> Vec<(String, Vec<String>)> {
     let modules = module_files(src);
-    let is_facade =
-        |f: &str| f.ends_with("mod.rs") || f.ends_with("lib.rs") || f.ends_with("main.rs");
+    let is_facade = |f: &str| is_facade(src, f);
     let mut graph = Vec::new();
     for (me, file) in &modules {
         if is_facade(file) || me.first().is_some_and(|m| m == "tests") {
