@@ -69,6 +69,8 @@ pass_case! {
     checkpoint_forms
     dataflow
     duplicate_name
+    fixes
+    fixes_more
     generated_programs
     is_recomputing
     loops
@@ -84,11 +86,9 @@ pass_case! {
     on_forward
     region_argument
     return_save
-    round3_accepted
-    round3_fixes
-    round3_fixes_more
-    round3_run_time
+    run_time_mistakes
     run_time_policy
+    safe_reads
     scope
 }
 
@@ -100,6 +100,8 @@ fn every_pass_case_is_listed() {
         "checkpoint_forms",
         "dataflow",
         "duplicate_name",
+        "fixes",
+        "fixes_more",
         "generated_programs",
         "is_recomputing",
         "loops",
@@ -115,11 +117,9 @@ fn every_pass_case_is_listed() {
         "on_forward",
         "region_argument",
         "return_save",
-        "round3_accepted",
-        "round3_fixes",
-        "round3_fixes_more",
-        "round3_run_time",
+        "run_time_mistakes",
         "run_time_policy",
+        "safe_reads",
         "scope",
     ];
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/ui-tests/pass");
