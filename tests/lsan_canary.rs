@@ -10,6 +10,10 @@ fn main() {
         std::mem::forget(t); // the handle and its 4 KiB storage, unreachable
         println!("lsan_canary: leaked one tensor on purpose");
     } else {
-        println!("lsan_canary: 1 passed, 0 failed");
+        // Not a test of its own: `cargo test` runs it too, and it must not
+        // claim a pass for a check it did not make.
+        println!(
+            "lsan_canary: nothing to do without REMAT_LSAN_CANARY=1 (cargo xtask test sets it)"
+        );
     }
 }
