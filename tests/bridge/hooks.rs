@@ -1,13 +1,10 @@
-use crate::{assert_same, leaf, values};
+use crate::{leaf, values};
 use remat::{saved_tensors_hooks, SavedTensorsHooks};
+use remat_reference::testing::{assert_bitwise, counter};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tch::{Kind, Tensor};
-
-fn counter() -> Arc<AtomicUsize> {
-    Arc::new(AtomicUsize::new(0))
-}
 
 #[test]
 // docs/semantics.md, rule T2.
@@ -37,7 +34,11 @@ fn pack_sees_what_sin_saves_and_unpack_runs_in_backward() {
     assert_eq!(unpacked.load(Ordering::SeqCst), 0);
     y.sum(Kind::Float).backward();
     assert_eq!(unpacked.load(Ordering::SeqCst), 1);
-    assert_same(&x.grad(), &tch::no_grad(|| x.cos()));
+    assert_bitwise(
+        &x.grad(),
+        &tch::no_grad(|| x.cos()),
+        "the gradient of sin through the pair",
+    );
 }
 
 #[test]
@@ -64,7 +65,11 @@ fn a_store_that_drops_the_tensor_gives_the_right_gradient() {
     assert!(!store.lock().unwrap().is_empty());
     loss.backward();
     let expected = tch::no_grad(|| x.cos() * x.exp() + x.sin() * x.exp());
-    assert_same(&x.grad(), &expected);
+    assert_bitwise(
+        &x.grad(),
+        &expected,
+        "the gradient through the stored saves",
+    );
     assert!(store.lock().unwrap().is_empty());
 }
 
@@ -125,9 +130,10 @@ fn unpack_goes_through_the_pair_that_packed() {
         |_: &Tensor| -> Tensor { panic!("wrong pair") },
     );
     y.backward();
-    assert_same(
+    assert_bitwise(
         &x.grad(),
         &tch::no_grad(|| Tensor::from_slice(&[2.0f32]).cos()),
+        "the gradient through the pair that packed",
     );
 }
 
@@ -151,10 +157,10 @@ fn identity_hooks_change_nothing_and_a_popped_pair_is_gone() {
         |t: &Tensor| t.shallow_clone(),
     );
     // Through the pair: sin, tanh and mul save four tensors.
-    assert_same(&run(&x), &plain);
+    assert_bitwise(&run(&x), &plain, "through identity hooks");
     assert_eq!(packed.load(Ordering::SeqCst), 4);
     drop(hooks);
-    assert_same(&run(&x), &plain);
+    assert_bitwise(&run(&x), &plain, "after the pair is popped");
     assert_eq!(
         packed.load(Ordering::SeqCst),
         4,

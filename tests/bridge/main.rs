@@ -16,13 +16,3 @@ pub fn leaf(values: &[f32]) -> Tensor {
 pub fn values(t: &Tensor) -> Vec<f32> {
     Vec::<f32>::try_from(t.to_kind(Kind::Float).flatten(0, -1)).unwrap()
 }
-
-/// Bitwise equality of two tensors' values.
-pub fn assert_same(a: &Tensor, b: &Tensor) {
-    assert_eq!(a.size(), b.size());
-    let (a, b) = (values(a), values(b));
-    assert!(
-        a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
-        "{a:?} != {b:?}"
-    );
-}
