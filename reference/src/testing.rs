@@ -114,3 +114,63 @@ pub fn assignments(profile: &remat::planner::Profile) -> Vec<Vec<usize>> {
     }
     out
 }
+
+/// What one forward and backward leaves to compare: the loss and every
+/// named parameter's gradient, copied (so that a later `zero_grad` or step
+/// leaves them alone).
+pub struct Run {
+    /// The loss, detached.
+    pub loss: Tensor,
+    /// Each parameter's gradient by name, in the order given.
+    pub grads: Vec<(String, Tensor)>,
+}
+
+impl Run {
+    /// The run whose backward of `loss` has filled `params`' gradients.
+    ///
+    /// ```
+    /// let w = tch::Tensor::from_slice(&[2.0f32]).set_requires_grad(true);
+    /// let loss = (&w * &w).sum(tch::Kind::Float);
+    /// loss.backward();
+    /// let run = remat_reference::testing::Run::of(&loss, [("w".to_string(), w)]);
+    /// assert_eq!(run.grads[0].0, "w");
+    /// ```
+    pub fn of<P: std::borrow::Borrow<Tensor>>(
+        loss: &Tensor,
+        params: impl IntoIterator<Item = (String, P)>,
+    ) -> Run {
+        Run {
+            loss: loss.detach().copy(),
+            grads: params
+                .into_iter()
+                .map(|(name, p)| (name, p.borrow().grad().copy()))
+                .collect(),
+        }
+    }
+}
+
+/// Panics, naming `what` and the first parameter that differs, unless
+/// `got` has bitwise `want`'s loss and gradients and every gradient is
+/// defined: the bar for a model with checkpoints against the model
+/// without.
+///
+/// ```
+/// use remat_reference::testing::{assert_same_run, Run};
+/// let w = tch::Tensor::from_slice(&[2.0f32]).set_requires_grad(true);
+/// let loss = (&w * &w).sum(tch::Kind::Float);
+/// loss.backward();
+/// let run = Run::of(&loss, [("w".to_string(), w)]);
+/// assert_same_run(&run, &run, "itself");
+/// ```
+pub fn assert_same_run(got: &Run, want: &Run, what: &str) {
+    assert_bitwise(&got.loss, &want.loss, &format!("{what}: the loss"));
+    assert_eq!(
+        got.grads.len(),
+        want.grads.len(),
+        "{what}: the number of gradients"
+    );
+    for ((name, g), (_, w)) in got.grads.iter().zip(&want.grads) {
+        assert!(g.defined(), "{what}: `{name}` got no gradient");
+        assert_bitwise(g, w, &format!("{what}: the gradient of `{name}`"));
+    }
+}

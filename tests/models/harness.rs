@@ -2,15 +2,14 @@
 //! each step's loss and gradients, then every variable (parameters and
 //! buffers) of the store.
 
-use crate::common::assert_bitwise;
+use crate::common::{assert_bitwise, assert_same_run, Run as Step};
 use remat::nn::{self, OptimizerConfig};
 use tch::Tensor;
 
 /// What one run produced.
 pub struct Run {
-    pub losses: Vec<Tensor>,
-    /// Per step, every trainable variable's gradient, by name.
-    pub grads: Vec<Vec<(String, Tensor)>>,
+    /// Per step, the loss and every trainable variable's gradient, by name.
+    pub steps: Vec<Step>,
     /// Every variable after the last step, by name (buffers included).
     pub vars: Vec<(String, Tensor)>,
 }
@@ -34,22 +33,15 @@ pub fn train<M>(
     let model = build(&vs.root());
     let mut opt = nn::Adam::default().build(&vs, 1e-2).unwrap();
     let mut run = Run {
-        losses: vec![],
-        grads: vec![],
+        steps: vec![],
         vars: vec![],
     };
     for step in 0..3 {
         opt.zero_grad();
         let l = loss(&model, step);
         l.backward();
-        run.losses.push(l.detach().copy());
-        run.grads.push(
-            sorted(&vs)
-                .into_iter()
-                .filter(|(_, t)| t.requires_grad())
-                .map(|(n, t)| (n, t.grad().copy()))
-                .collect(),
-        );
+        let trainable = sorted(&vs).into_iter().filter(|(_, t)| t.requires_grad());
+        run.steps.push(Step::of(&l, trainable));
         opt.step();
     }
     run.vars = sorted(&vs)
@@ -61,19 +53,9 @@ pub fn train<M>(
 
 /// Asserts that two runs are bit-identical, naming what differs.
 pub fn assert_same(a: &Run, b: &Run, what: &str) {
-    for (step, (la, lb)) in a.losses.iter().zip(&b.losses).enumerate() {
-        assert_bitwise(la, lb, &format!("{what}: loss of step {step}"));
-    }
-    for (step, (ga, gb)) in a.grads.iter().zip(&b.grads).enumerate() {
-        assert_eq!(ga.len(), gb.len());
-        for ((name, ta), (_, tb)) in ga.iter().zip(gb) {
-            assert!(ta.defined(), "{what}: `{name}` got no gradient");
-            assert_bitwise(
-                ta,
-                tb,
-                &format!("{what}: gradient of `{name}` at step {step}"),
-            );
-        }
+    assert_eq!(a.steps.len(), b.steps.len());
+    for (step, (sa, sb)) in a.steps.iter().zip(&b.steps).enumerate() {
+        assert_same_run(sa, sb, &format!("{what}, step {step}"));
     }
     assert_eq!(a.vars.len(), b.vars.len());
     for ((name, ta), (nb, tb)) in a.vars.iter().zip(&b.vars) {

@@ -4,7 +4,7 @@
 //! so gradients under CPU bf16 autocast equal the model without checkpoints
 //! bit for bit.
 
-use crate::common::{assert_bitwise, message};
+use crate::common::{assert_bitwise, assert_same_run, message, Run};
 use remat::{
     autocast, checkpoint, is_recomputing, recompute_needs_tensor, region, AutocastGuard,
     Determinism, Policy,
@@ -26,11 +26,7 @@ enum Backward {
 }
 
 /// Loss and every parameter's gradient of `loss` run under bf16 autocast.
-fn under_bf16(
-    model: &Model,
-    backward: Backward,
-    loss: impl Fn() -> Tensor,
-) -> (Tensor, Vec<(String, Tensor)>) {
+fn under_bf16(model: &Model, backward: Backward, loss: impl Fn() -> Tensor) -> Run {
     model.zero_grad();
     let loss = match backward {
         Backward::Outside => {
@@ -45,25 +41,7 @@ fn under_bf16(
         }),
     };
     assert_eq!(AutocastGuard::current(CPU), None, "autocast left on");
-    let grads = model
-        .named_parameters()
-        .into_iter()
-        .map(|(n, p)| (n, p.grad().copy()))
-        .collect();
-    (loss.detach(), grads)
-}
-
-fn assert_same(
-    got: &(Tensor, Vec<(String, Tensor)>),
-    want: &(Tensor, Vec<(String, Tensor)>),
-    what: &str,
-) {
-    assert_bitwise(&got.0, &want.0, &format!("{what}: loss"));
-    assert_eq!(got.1.len(), want.1.len());
-    for ((name, g), (_, w)) in got.1.iter().zip(&want.1) {
-        assert!(g.defined(), "{what}: no gradient for {name}");
-        assert_bitwise(g, w, &format!("{what}: {name}"));
-    }
+    Run::of(&loss, model.named_parameters())
 }
 
 /// Rule A2 on the reference model: every policy, written with the runtime
@@ -82,14 +60,14 @@ fn every_policy_under_bf16_autocast_matches_the_model_without_checkpoints() {
             .loss_api(&tokens, &targets, ModelPolicy::None)
             .detach();
         assert!(
-            !fp32.equal(&plain.0.to_kind(fp32.kind())),
+            !fp32.equal(&plain.loss.to_kind(fp32.kind())),
             "autocast had no effect"
         );
         for policy in POLICIES {
             let api = under_bf16(&model, backward, || {
                 model.loss_api(&tokens, &targets, policy)
             });
-            assert_same(
+            assert_same_run(
                 &api,
                 &plain,
                 &format!("{policy:?}, runtime API, {backward:?}"),
@@ -97,7 +75,7 @@ fn every_policy_under_bf16_autocast_matches_the_model_without_checkpoints() {
             let macros = under_bf16(&model, backward, || {
                 remat_reference::macros::loss(&model, &tokens, &targets, policy)
             });
-            assert_same(
+            assert_same_run(
                 &macros,
                 &plain,
                 &format!("{policy:?}, macros, {backward:?}"),
