@@ -3,7 +3,7 @@
 //! the bytes kept under it, and a plan keeps gradients bitwise.
 
 use crate::common::assert_bitwise;
-use crate::{grads, serial, Planned, Setup};
+use crate::{assert_grads, grads, serial, Planned, Setup};
 use remat::planner::{measure_kept_bytes, Plan};
 use remat::{autocast, AutocastGuard};
 use remat_reference::model::{ModelPolicy, SMALL};
@@ -49,13 +49,6 @@ fn a_plan_profiled_under_bf16_autocast_keeps_its_bytes_and_the_gradients() {
         let loss = bf16(|| plan.scope(|| s.loss(ModelPolicy::Auto)));
         assert_bitwise(&loss, &expected_loss, &format!("loss under\n{plan}"));
         loss.backward();
-        for ((name, _), (g, e)) in s
-            .model
-            .named_parameters()
-            .iter()
-            .zip(grads(&s).iter().zip(&expected))
-        {
-            assert_bitwise(g, e, &format!("{name} under\n{plan}"));
-        }
+        assert_grads(&s, &expected, &format!("\n{plan}"));
     }
 }
