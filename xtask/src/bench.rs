@@ -1,8 +1,11 @@
 //! `cargo xtask bench`: benches/perf against the Python peers, which need
-//! `torch_remat` in the venv `setup` made; only this task installs it.
+//! `torch_remat` in the venv `setup` made; only this task installs it. Then
+//! the training example's runs of docs/training-example.md
+//! (`training_doc.rs`), which `--training-example` makes alone.
 
 use crate::paths::repo_root;
 use crate::run::{cargo, run};
+use crate::training_doc::training_doc;
 use crate::{Result, TORCH_REMAT_VERSION};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,9 +55,23 @@ fn install_torch_remat(python: &Path) -> Result<()> {
 /// `cargo xtask bench [--quick] [--threads N]`: builds and runs
 /// benches/perf, which drives bench/python/peers.py and writes
 /// docs/performance.md; `--threads` is libtorch's intra-op thread count on
-/// both sides (default 1).
+/// both sides (default 1). Then, unless `--quick` (a smoke run of the
+/// benchmark alone), writes docs/training-example.md. `cargo xtask bench
+/// --training-example` writes docs/training-example.md alone.
 pub(crate) fn bench(torch: &Path, args: &[String]) -> Result<()> {
-    let usage = || format!("usage: cargo xtask bench [--quick] [--threads N], not {args:?}");
+    let usage = || {
+        format!(
+            "usage: cargo xtask bench [--quick] [--threads N] | cargo xtask bench \
+             --training-example, not {args:?}"
+        )
+    };
+    if args.iter().any(|a| a == "--training-example") {
+        return if args.len() == 1 {
+            training_doc(torch)
+        } else {
+            Err(usage())
+        };
+    }
     let (mut quick, mut threads) = (false, None);
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -92,5 +109,10 @@ pub(crate) fn bench(torch: &Path, args: &[String]) -> Result<()> {
     if quick {
         cmd.arg("--quick");
     }
-    run(&mut cmd)
+    run(&mut cmd)?;
+    if quick {
+        Ok(())
+    } else {
+        training_doc(torch)
+    }
 }

@@ -9,9 +9,11 @@
 //! first, so both work from a fresh clone; both build the training example
 //! `examples/train_gpt`, a crate of its own that follows the recipe
 //! (`train_gpt.rs`). `bench` (`bench.rs`) also installs the Python peer
-//! `torch_remat` into the same venv, and only it does. `soak` (`soak.rs`)
-//! runs the long reliability checks, `leaks` the leak check alone
-//! (`leaks.rs`). `package` checks that the crates as `cargo publish` would
+//! `torch_remat` into the same venv, and only it does; after
+//! docs/performance.md it writes the training example's runs into
+//! docs/training-example.md (`training_doc.rs`), or only that with
+//! `--training-example`. `soak` (`soak.rs`) runs the long reliability
+//! checks, `leaks` the leak check alone (`leaks.rs`). `package` checks that the crates as `cargo publish` would
 //! upload them build and run for a user (`package.rs`); `test` runs it last.
 //! `test --libtorch 2.11` runs the same tests against libtorch 2.11 (tch
 //! 0.24) in a copy of the repository whose lock file alone differs
@@ -37,6 +39,7 @@ mod soak;
 mod test;
 mod timing;
 mod train_gpt;
+mod training_doc;
 
 /// The libtorch version that tch 0.26 is written against.
 const TORCH_VERSION: &str = "2.13.0";
@@ -110,7 +113,11 @@ fn main() -> ExitCode {
                  demo   setup, then train the reference model under each policy\n  \
                  bench  setup, install torch_remat {TORCH_REMAT_VERSION} into the venv, run \
                  benches/perf against the Python peers and write docs/performance.md \
-                 (--quick: a short smoke run; --threads N: intra-op threads, default 1)\n  \
+                 (--quick: a short smoke run of that alone; --threads N: its intra-op threads, \
+                 default 1), then run the training example as the README shows it and write \
+                 docs/training-example.md\n  \
+                 bench --training-example  setup, then only the training example's runs and \
+                 docs/training-example.md\n  \
                  leaks  setup, then the leak check alone (part of `test`)\n  \
                  soak   setup, then the long reliability runs (docs/reliability.md)\n  \
                  guarantee  random programs against the compile-time guarantee: every one \

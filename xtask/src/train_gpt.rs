@@ -1,14 +1,14 @@
 //! The training example `examples/train_gpt`, a crate outside the workspace
 //! built as a user's crate is built (the README's recipe): its cargo, the
-//! long run of every policy that `demo` shows and `soak` checks, and the
-//! checks `test` runs on it.
+//! long run of every policy that `demo` shows and `soak` checks, a run whose
+//! output `bench` writes down, and the checks `test` runs on it.
 
 use crate::paths::repo_root;
 use crate::run::run;
 use crate::Result;
 use std::env;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The training example on the small config, every policy, 2000 steps (what
 /// `demo` shows and `soak` checks), writing into `target/<out>`.
@@ -24,6 +24,29 @@ pub(crate) fn train_small_all(out: &str, cargo_flags: &[&str], flags: &[&str]) -
         .arg("--")
         .args(args)
         .args(flags))
+}
+
+/// The training example built optimized as `demo` builds it, run in its
+/// folder with `flags`: what it printed on standard output (the table and
+/// the reports), its standard error (cargo, progress) passed through. On a
+/// failure the output is shown too, since it says what a `--check` found.
+pub(crate) fn train_output(flags: &[&str]) -> Result<String> {
+    let mut cmd = train_cargo();
+    cmd.args(["run", "--release", "--"])
+        .args(flags)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    let shown = format!("{cmd:?}");
+    let output = cmd
+        .output()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(stdout)
+    } else {
+        eprintln!("{stdout}");
+        Err(format!("{shown} failed ({})", output.status))
+    }
 }
 
 /// The training example: a crate outside the workspace, built as a user's
