@@ -184,6 +184,14 @@ int remat_graph_task_keep_graph(void);
 // Bytes the C heap has handed out and not taken back (glibc: the main
 // arena's in-use bytes plus every mmapped block), or -1 where unknown.
 int64_t remat_heap_bytes_in_use(void);
+// The C heap's peak at the node boundaries of backward: every node
+// reachable from the roots' grad_fns samples remat_heap_bytes_in_use before
+// and after it runs into one process-wide maximum, which
+// remat_heap_peak_reset sets to the bytes in use now and remat_heap_peak
+// reads (-1 where the heap does not say).
+remat_err remat_heap_watch(const remat_tensor* const* roots, size_t n_roots);
+void remat_heap_peak_reset(void);
+int64_t remat_heap_peak(void);
 // A leaf that requires grad, or a view of one.
 int remat_is_parameter(const remat_tensor* t);
 // The state of libtorch's default generator of a device (-1: CPU, i: CUDA i).

@@ -14,6 +14,7 @@ mod errors;
 mod exact;
 mod kinds;
 mod offload;
+mod peak;
 mod stable;
 mod tables;
 

@@ -147,6 +147,9 @@ unsafe extern "C" {
     pub(super) fn remat_graph_task_id() -> c_int;
     pub(super) fn remat_graph_task_keep_graph() -> c_int;
     pub(super) fn remat_heap_bytes_in_use() -> i64;
+    pub(super) fn remat_heap_watch(roots: *const *const C_tensor, n_roots: usize) -> RematErr;
+    pub(super) fn remat_heap_peak_reset();
+    pub(super) fn remat_heap_peak() -> i64;
     pub(super) fn remat_is_parameter(t: *const C_tensor) -> c_int;
     pub(super) fn remat_rng_get_state(device: c_int, out: *mut *mut C_tensor) -> RematErr;
     pub(super) fn remat_rng_set_state(device: c_int, state: *const C_tensor) -> RematErr;

@@ -40,7 +40,7 @@ pub(crate) use device::{
     cuda_current_stream, cuda_memory_stats, cuda_reset_peak, cuda_use_stream,
     set_deterministic_algorithms,
 };
-pub use heap::heap_bytes_in_use;
+pub use heap::{backward_heap_peak, heap_bytes_in_use};
 pub(crate) use hook_stack::{
     hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite,
 };

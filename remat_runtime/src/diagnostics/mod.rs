@@ -11,7 +11,7 @@ pub(crate) mod format;
 pub(crate) mod memory_report;
 pub(crate) mod saved_report;
 
-pub use crate::bridge::heap_bytes_in_use;
+pub use crate::bridge::{backward_heap_peak, heap_bytes_in_use};
 pub use crate::checkpointing::checkpoint_state::live_checkpoints;
 pub use crate::recorders::trace::{
     collect_trace, enter_scope, enter_scope_with, trace_scope, trace_scope_with, ScopeGuard, Trace,
