@@ -273,6 +273,63 @@ c10::StorageImpl* storage_of(const at::Tensor* t) {
   return t->storage().unsafeGetStorageImpl();
 }
 
+// Calls `visit` once on every node reachable from the roots' grad_fns.
+template <typename Visit>
+void for_each_node(const remat_tensor* const* roots, size_t n_roots,
+                   Visit visit) {
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> todo;
+  for (size_t i = 0; i < n_roots; ++i) {
+    if (roots[i] != nullptr && roots[i]->defined() && roots[i]->grad_fn()) {
+      todo.push_back(roots[i]->grad_fn().get());
+    }
+  }
+  while (!todo.empty()) {
+    Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || !seen.insert(node).second) {
+      continue;
+    }
+    visit(node);
+    for (const auto& edge : node->next_edges()) {
+      if (edge.function) {
+        todo.push_back(edge.function.get());
+      }
+    }
+  }
+}
+
+// The peak remat_heap_watch's hooks have seen: relaxed atomics are enough,
+// a maximum of samples needs no order between them.
+std::atomic<int64_t> heap_peak{-1};
+
+void sample_heap() {
+  int64_t now = remat_heap_bytes_in_use();
+  int64_t seen = heap_peak.load(std::memory_order_relaxed);
+  while (now > seen &&
+         !heap_peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
+}
+
+// Before a node runs: its incoming gradients exist, and (for a node whose
+// saved tensors a checkpoint rebuilt) the replay's values too.
+struct HeapPreHook : torch::autograd::FunctionPreHook {
+  variable_list operator()(const variable_list& grads) override {
+    sample_heap();
+    return grads;
+  }
+};
+
+// After a node runs: its outgoing gradients exist before the engine hands
+// them on and the node's inputs may be freed.
+struct HeapPostHook : torch::autograd::FunctionPostHook {
+  variable_list operator()(const variable_list& outputs,
+                           const variable_list& /*inputs*/) override {
+    sample_heap();
+    return outputs;
+  }
+};
+
 }  // namespace
 
 extern "C" {
@@ -585,62 +642,12 @@ int64_t remat_heap_bytes_in_use(void) {
 
 int remat_is_parameter(const remat_tensor* t) { return is_parameter(*t); }
 
-namespace {
-// The peak remat_heap_watch's hooks have seen: relaxed atomics are enough,
-// a maximum of samples needs no order between them.
-std::atomic<int64_t> heap_peak{-1};
-
-void sample_heap() {
-  int64_t now = remat_heap_bytes_in_use();
-  int64_t seen = heap_peak.load(std::memory_order_relaxed);
-  while (now > seen &&
-         !heap_peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
-  }
-}
-
-// Before a node runs: its incoming gradients exist, and (for a node whose
-// saved tensors a checkpoint rebuilt) the replay's values too.
-struct HeapPreHook : torch::autograd::FunctionPreHook {
-  variable_list operator()(const variable_list& grads) override {
-    sample_heap();
-    return grads;
-  }
-};
-
-// After a node runs: its outgoing gradients exist before the engine hands
-// them on and the node's inputs may be freed.
-struct HeapPostHook : torch::autograd::FunctionPostHook {
-  variable_list operator()(const variable_list& outputs,
-                           const variable_list& /*inputs*/) override {
-    sample_heap();
-    return outputs;
-  }
-};
-}  // namespace
-
 remat_err remat_heap_watch(const remat_tensor* const* roots, size_t n_roots) {
   return guard([&] {
-    std::unordered_set<Node*> seen;
-    std::vector<Node*> todo;
-    for (size_t i = 0; i < n_roots; ++i) {
-      if (roots[i] != nullptr && roots[i]->defined() && roots[i]->grad_fn()) {
-        todo.push_back(roots[i]->grad_fn().get());
-      }
-    }
-    while (!todo.empty()) {
-      Node* node = todo.back();
-      todo.pop_back();
-      if (node == nullptr || !seen.insert(node).second) {
-        continue;
-      }
+    for_each_node(roots, n_roots, [](Node* node) {
       node->add_pre_hook(std::make_unique<HeapPreHook>());
       node->add_post_hook(std::make_unique<HeapPostHook>());
-      for (const auto& edge : node->next_edges()) {
-        if (edge.function) {
-          todo.push_back(edge.function.get());
-        }
-      }
-    }
+    });
   });
 }
 
@@ -680,27 +687,10 @@ remat_err remat_graph_nodes(const remat_tensor* const* roots, size_t n_roots,
   *out = nullptr;
   return guard([&] {
     std::ostringstream lines;
-    std::unordered_set<const Node*> seen;
-    std::vector<Node*> todo;
-    for (size_t i = 0; i < n_roots; ++i) {
-      if (roots[i] != nullptr && roots[i]->defined() && roots[i]->grad_fn()) {
-        todo.push_back(roots[i]->grad_fn().get());
-      }
-    }
-    while (!todo.empty()) {
-      Node* node = todo.back();
-      todo.pop_back();
-      if (node == nullptr || !seen.insert(node).second) {
-        continue;
-      }
+    for_each_node(roots, n_roots, [&](Node* node) {
       lines << node->thread_id() << ' ' << node->sequence_nr() << ' '
             << node->name() << '\n';
-      for (const auto& edge : node->next_edges()) {
-        if (edge.function) {
-          todo.push_back(edge.function.get());
-        }
-      }
-    }
+    });
     *out = dup_string(lines.str().c_str());
   });
 }
