@@ -6,8 +6,8 @@
 //! policy and `--child` (see `Options::child_args`).
 
 use clap::{Parser, ValueEnum};
-use remat_reference::numbers::parse_bytes;
 use remat_reference::model::{Config, ModelPolicy, DEEP, MEDIUM, POLICIES, SMALL};
+use remat_reference::numbers::parse_bytes;
 use std::path::PathBuf;
 use tch::{Device, Kind};
 

@@ -4,8 +4,8 @@
 //! Invariant: losses are written with Rust's shortest round-trip float
 //! formatting, so the parent compares the exact values the child computed.
 
-use remat_reference::numbers::median;
 use remat_reference::model::ModelPolicy;
+use remat_reference::numbers::median;
 use std::io::Write;
 
 /// Everything one policy's run measured.
