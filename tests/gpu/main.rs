@@ -10,6 +10,7 @@
 //! CUDA as on the CPU (docs/testing.md; docs/semantics.md, rule D7).
 
 mod gradients;
+mod inside;
 mod memory;
 mod offload;
 mod rng;
