@@ -225,6 +225,7 @@ fn changes(shape: &Shape, costs: Costs, spreads: bool) -> usize {
 /// change (docs/planner.md, "Equivalent plans", says why no rule can).
 #[test]
 fn timings_moved_within_their_spread_give_the_same_plan_at_every_budget() {
+    let _serial = crate::serial();
     let always = Shape {
         can_disable: false,
         ..MEDIUM
@@ -248,6 +249,7 @@ fn save(attention: bool, mlp: bool) -> Choice {
 /// the one whose median is a little lower.
 #[test]
 fn among_equivalent_plans_fewer_rebuilt_bytes_win() {
+    let _serial = crate::serial();
     let costs = llama_costs();
     let one = Shape { layers: 1, ..LLAMA };
     let p = profile(&one, costs);
@@ -276,6 +278,7 @@ fn among_equivalent_plans_fewer_rebuilt_bytes_win() {
 /// everything, at equal predicted times.
 #[test]
 fn among_equivalent_plans_fewer_checkpoints_win() {
+    let _serial = crate::serial();
     let shape = Shape {
         layers: 2,
         can_disable: true,
@@ -306,6 +309,7 @@ fn among_equivalent_plans_fewer_checkpoints_win() {
 /// rule's keys.
 #[test]
 fn the_plan_is_the_rules_first_among_the_equivalents_of_the_fastest() {
+    let _serial = crate::serial();
     let p = profile(&MEDIUM, medium_costs());
     let all: Vec<_> = assignments(&p)
         .into_iter()
@@ -368,6 +372,7 @@ fn the_plan_is_the_rules_first_among_the_equivalents_of_the_fastest() {
 /// they agree at every kept and every peak budget.
 #[test]
 fn three_measured_profiles_agree_with_the_spreads_floor() {
+    let _serial = crate::serial();
     let measured = [
         (e(1.729, 0.170), e(70.150, 9.668), e(22.967, 3.903)),
         (e(1.860, 0.180), e(69.861, 6.717), e(23.411, 2.116)),
