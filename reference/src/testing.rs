@@ -174,3 +174,20 @@ pub fn assert_same_run(got: &Run, want: &Run, what: &str) {
         assert_bitwise(g, w, &format!("{what}: the gradient of `{name}`"));
     }
 }
+
+/// A gradient penalty on `h`, computed from `x`: `y = sum(h^2)`, its
+/// gradient with respect to `x` taken with `create_graph`, and
+/// `y + sum(g^2)`, so that the outer backward differentiates through the
+/// inner one (the model of a gradient computed inside a checkpoint).
+///
+/// ```
+/// let x = tch::Tensor::from_slice(&[0.5f32, -1.0]).set_requires_grad(true);
+/// let loss = remat_reference::testing::penalised(&x, x.tanh());
+/// loss.backward();
+/// assert!(x.grad().defined());
+/// ```
+pub fn penalised(x: &Tensor, h: Tensor) -> Tensor {
+    let y = (&h * &h).sum(Kind::Float);
+    let g = Tensor::run_backward(&[&y], &[x], true, true).remove(0);
+    y + (&g * &g).sum(Kind::Float)
+}

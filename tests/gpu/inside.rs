@@ -7,15 +7,8 @@
 
 use crate::check;
 use remat::{checkpoint, region, Policy};
+use remat_reference::testing::penalised;
 use tch::{Device, Kind, Tensor};
-
-/// A gradient penalty: `y = sum(tanh(x w)^2)`, its gradient with respect
-/// to the input taken with `create_graph`, and `y + sum(g^2)`.
-fn penalised(x: &Tensor, h: Tensor) -> Tensor {
-    let y = (&h * &h).sum(Kind::Float);
-    let g = Tensor::run_backward(&[&y], &[x], true, true).remove(0);
-    y + (&g * &g).sum(Kind::Float)
-}
 
 /// How the closure is checkpointed: not at all, whole, or with its matmul
 /// in a region of the given policy.

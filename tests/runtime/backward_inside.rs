@@ -3,19 +3,11 @@
 //! closure, differentiated again by the outer backward, under every way a
 //! checkpoint can keep or drop its values, bitwise as without checkpoints.
 
-use crate::common::assert_bitwise;
+use crate::common::{assert_bitwise, penalised};
 use crate::ways::{values, Way, WAYS};
 use remat::{checkpoint, region, storage::WeakStorage};
 use std::sync::{Arc, Mutex};
 use tch::{Kind, Tensor};
-
-/// A gradient penalty: `y = sum(tanh(x w)^2)`, its gradient with respect
-/// to the input taken with `create_graph`, and `y + sum(g^2)`.
-fn penalised(x: &Tensor, h: Tensor) -> Tensor {
-    let y = (&h * &h).sum(Kind::Float);
-    let g = Tensor::run_backward(&[&y], &[x], true, true).remove(0);
-    y + (&g * &g).sum(Kind::Float)
-}
 
 /// The outer backward's gradients of the input and the weight.
 fn gradients(way: Way) -> (Tensor, Tensor) {

@@ -246,7 +246,7 @@ fn pin_lock(dir: &Path, version: &str) -> Result<()> {
 }
 
 /// The versions a lock file holds of one package.
-fn locked_versions(lock: &str, name: &str) -> Vec<String> {
+pub(crate) fn locked_versions(lock: &str, name: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut lines = lock.lines();
     while let Some(line) = lines.next() {

@@ -4,11 +4,10 @@
 //! output `bench` writes down, and the checks `test` runs on it.
 
 use crate::paths::repo_root;
-use crate::run::run;
+use crate::run::{cargo, run, stdout_of};
 use crate::Result;
-use std::env;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// The training example on the small config, every policy, 2000 steps (what
 /// `demo` shows and `soak` checks), writing into `target/<out>`.
@@ -28,25 +27,9 @@ pub(crate) fn train_small_all(out: &str, cargo_flags: &[&str], flags: &[&str]) -
 
 /// The training example built optimized as `demo` builds it, run in its
 /// folder with `flags`: what it printed on standard output (the table and
-/// the reports), its standard error (cargo, progress) passed through. On a
-/// failure the output is shown too, since it says what a `--check` found.
+/// the reports), its standard error (cargo, progress) passed through.
 pub(crate) fn train_output(flags: &[&str]) -> Result<String> {
-    let mut cmd = train_cargo();
-    cmd.args(["run", "--release", "--"])
-        .args(flags)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit());
-    let shown = format!("{cmd:?}");
-    let output = cmd
-        .output()
-        .map_err(|e| format!("could not start {shown}: {e}"))?;
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    if output.status.success() {
-        Ok(stdout)
-    } else {
-        eprintln!("{stdout}");
-        Err(format!("{shown} failed ({})", output.status))
-    }
+    stdout_of(train_cargo().args(["run", "--release", "--"]).args(flags))
 }
 
 /// The training example: a crate outside the workspace, built as a user's
@@ -62,7 +45,7 @@ fn train_crate() -> PathBuf {
 /// Its own target folder: the crate names libtorch by another path, which
 /// would rebuild the workspace's torch-sys at each switch.
 fn train_cargo() -> Command {
-    let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".to_string()));
+    let mut cmd = cargo();
     cmd.current_dir(train_crate())
         .env_remove("LIBTORCH")
         .env_remove("LIBTORCH_CXX11_ABI")

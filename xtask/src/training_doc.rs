@@ -5,6 +5,7 @@
 //! bench` after docs/performance.md, or alone by `cargo xtask bench
 //! --training-example`, so that no measured figure lives in the README.
 
+use crate::libtorch_range::locked_versions;
 use crate::paths::repo_root;
 use crate::setup::torch_version;
 use crate::train_gpt::train_output;
@@ -334,11 +335,9 @@ fn locked_tch() -> Option<String> {
         .join("examples")
         .join("train_gpt")
         .join("Cargo.lock");
-    let text = fs::read_to_string(lock).ok()?;
-    let mut lines = text.lines();
-    lines.find(|l| l.trim() == "name = \"tch\"")?;
-    let version = lines.next()?.trim().strip_prefix("version = ")?;
-    Some(version.trim_matches('"').to_string())
+    locked_versions(&fs::read_to_string(lock).ok()?, "tch")
+        .into_iter()
+        .next()
 }
 
 /// Today's date (UTC) as `YYYY-MM-DD`.

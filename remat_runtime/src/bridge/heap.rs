@@ -5,16 +5,15 @@
 
 use super::ffi;
 
-/// Bytes of C heap memory in use now, as glibc counts them: the main
-/// arena's allocated bytes plus every block it mmapped (large tensors).
-/// `None` where the C library does not say (not glibc).
+/// Bytes of C heap memory in use now, as glibc counts them (`mallinfo2`):
+/// the allocated bytes of every arena plus every mmapped block (large
+/// tensors). `None` where the C library does not say (not glibc).
 ///
 /// An independent measure of what a forward keeps alive: libtorch allocates
 /// CPU tensors with `malloc`, so the growth across a forward is its live
-/// activations and graph. Only the main thread's arena and mmapped blocks
-/// are seen: measure on the main thread, with intra-op threads set to one
-/// and `mallopt`'s mmap threshold fixed (`MALLOC_MMAP_THRESHOLD_`) so that
-/// tensors do not move between the two.
+/// activations and graph. Every thread's allocations count: measure while
+/// no other thread of the process allocates (tests that measure run one at
+/// a time), with intra-op threads set to one.
 ///
 /// ```
 /// if let Some(before) = remat_runtime::diagnostics::heap_bytes_in_use() {
