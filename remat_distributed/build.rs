@@ -18,6 +18,8 @@ const GLOO_HOW: &str = "remat_distributed needs Gloo's C++ headers (libtorch shi
 fn main() {
     println!("cargo:rerun-if-changed=csrc/dist.cpp");
     println!("cargo:rerun-if-changed=csrc/dist.h");
+    println!("cargo:rerun-if-changed=csrc/fsdp.cpp");
+    println!("cargo:rerun-if-changed=csrc/group.h");
     println!("cargo:rerun-if-changed=csrc/nccl.cpp");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     println!("cargo:rerun-if-env-changed=GLOO_INCLUDE");
@@ -66,7 +68,8 @@ fn main() {
         // as libtorch itself was built.
         .define("USE_C10D_GLOO", None)
         .flag_if_supported("-Wno-unused-parameter")
-        .file("csrc/dist.cpp");
+        .file("csrc/dist.cpp")
+        .file("csrc/fsdp.cpp");
     if env::var_os("CARGO_FEATURE_CUDA").is_some() {
         nccl(&mut build, Path::new(&lib));
     }

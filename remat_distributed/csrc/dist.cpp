@@ -3,6 +3,7 @@
 // remat_runtime's `guard` (guard.h), so no C++ exception reaches Rust.
 #include "dist.h"
 
+#include "group.h"
 #include "guard.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -23,11 +24,6 @@
 #include <utility>
 #include <vector>
 
-struct remat_dist_group {
-  c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
-  std::chrono::milliseconds timeout;
-};
 
 #ifdef REMAT_NCCL
 // nccl.cpp: c10d's ProcessGroupNCCL over `store`.

@@ -73,6 +73,36 @@ remat_dist_err remat_dist_reducer_stats(remat_dist_reducer* r, int64_t* reports,
 remat_dist_err remat_dist_reducer_buckets(remat_dist_reducer* r, size_t* idx, size_t cap,
                                           size_t* lens, size_t lens_cap, size_t* n_buckets);
 
+// Sharded units (fsdp.cpp; docs/semantics.md, section F). A unit's
+// parameters view one flat buffer whose bytes exist only while the unit is
+// gathered; `shard` (this rank's slice, made by Rust with the size
+// ceil(total / world)) is filled here and is what the optimizer steps.
+typedef struct remat_dist_fsdp remat_dist_fsdp;
+// With `rank_order` gradients are summed in rank order (all-to-all and a
+// local sum) instead of by the backend's reduce-scatter.
+remat_dist_err remat_dist_fsdp_new(remat_dist_group* g, int reshard_after_forward, int prefetch,
+                                   int rank_order, remat_dist_fsdp** out);
+remat_dist_err remat_dist_fsdp_free(remat_dist_fsdp* f);
+remat_dist_err remat_dist_fsdp_add_unit(remat_dist_fsdp* f, const char* name,
+                                        const char* const* param_names,
+                                        remat_dist_tensor* const* params, size_t n,
+                                        remat_dist_tensor* shard, size_t* index);
+// Around a unit's forward: gathers it (and prefetches the next), then hooks
+// the outputs' gradients to gather it again for backward and frees it.
+// With `recomputing` (a checkpoint's replay) it gathers and stays gathered.
+remat_dist_err remat_dist_fsdp_pre_forward(remat_dist_fsdp* f, size_t i, int recomputing);
+remat_dist_err remat_dist_fsdp_post_forward(remat_dist_fsdp* f, size_t i,
+                                            remat_dist_tensor* const* outputs, size_t n,
+                                            int recomputing);
+// All-gathers unit i's shards into `out` (its padded length), leaving the
+// unit's own buffer alone: for full state dicts.
+remat_dist_err remat_dist_fsdp_gather_into(remat_dist_fsdp* f, size_t i, remat_dist_tensor* out);
+// The last step's events as (kind, unit, ns) triples, up to `cap` of them;
+// the count goes to *n.
+remat_dist_err remat_dist_fsdp_events(remat_dist_fsdp* f, int64_t* buf, size_t cap, size_t* n);
+// Bytes the units' flat buffers hold now.
+remat_dist_err remat_dist_fsdp_gathered_bytes(remat_dist_fsdp* f, size_t* out);
+
 #ifdef __cplusplus
 }
 #endif

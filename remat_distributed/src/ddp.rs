@@ -244,7 +244,7 @@ impl DistributedDataParallel {
 /// Whether a failed backward's message comes from communication (Gloo's or
 /// NCCL's transport, c10d's process group or store) rather than from the
 /// model.
-fn is_communication(message: &str) -> bool {
+pub(crate) fn is_communication(message: &str) -> bool {
     const MARKS: [&str; 8] = [
         "gloo",
         "Gloo",

@@ -25,12 +25,14 @@
 mod bridge;
 mod ddp;
 mod error;
+mod fsdp;
 mod group;
 mod init;
 mod stats;
 
 pub use ddp::{DdpOptions, DistributedDataParallel};
 pub use error::{Error, Result};
+pub use fsdp::{FsdpOptions, FullyShardedDataParallel, Unit, UnitHandle, UnitOutput};
 pub use group::{ProcessGroup, ReduceOp};
 pub use init::{Backend, InitOptions, DEFAULT_TIMEOUT};
-pub use stats::{BackwardStats, BucketLaunch};
+pub use stats::{BackwardStats, BucketLaunch, FsdpEvent, FsdpEventKind, FsdpStats};

@@ -97,3 +97,95 @@ impl BackwardStats {
         total
     }
 }
+
+/// What happened to a sharded unit (rule F7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsdpEventKind {
+    /// An all-gather of the unit's shards started.
+    GatherLaunch,
+    /// That all-gather completed (written from c10d's thread).
+    GatherDone,
+    /// The unit's forward started (after its gather).
+    ForwardStart,
+    /// The unit's forward ended.
+    ForwardEnd,
+    /// The first gradient of the unit's outputs arrived: its backward starts.
+    BackwardStart,
+    /// The reduce-scatter of the unit's gradients started.
+    ReduceLaunch,
+    /// That reduce-scatter completed.
+    ReduceDone,
+    /// The unit's gathered parameters were freed.
+    Freed,
+}
+
+impl FsdpEventKind {
+    pub(crate) fn from_code(code: i64) -> Option<FsdpEventKind> {
+        use FsdpEventKind::*;
+        [
+            GatherLaunch,
+            GatherDone,
+            ForwardStart,
+            ForwardEnd,
+            BackwardStart,
+            ReduceLaunch,
+            ReduceDone,
+            Freed,
+        ]
+        .get(usize::try_from(code).ok()?)
+        .copied()
+    }
+}
+
+/// One event of a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FsdpEvent {
+    /// What happened.
+    pub kind: FsdpEventKind,
+    /// To which unit.
+    pub unit: String,
+    /// When, since the sharded model was built.
+    pub at: Duration,
+}
+
+/// The events of one step of a
+/// [`FullyShardedDataParallel`](crate::FullyShardedDataParallel), in the
+/// order they were recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FsdpStats {
+    /// The events.
+    pub events: Vec<FsdpEvent>,
+}
+
+impl FsdpStats {
+    /// The first event of `kind` for `unit`, if any.
+    pub fn first(&self, kind: FsdpEventKind, unit: &str) -> Option<Duration> {
+        self.events
+            .iter()
+            .find(|e| e.kind == kind && e.unit == unit)
+            .map(|e| e.at)
+    }
+
+    /// The units whose gather was started while another unit was computing
+    /// its forward (between that unit's `ForwardStart` and `ForwardEnd`),
+    /// as (prefetched, computing) pairs: the overlap of rule F7.
+    pub fn prefetched_in_forward(&self) -> Vec<(String, String)> {
+        let mut computing: Option<&str> = None;
+        let mut out = Vec::new();
+        for e in &self.events {
+            match e.kind {
+                FsdpEventKind::ForwardStart => computing = Some(&e.unit),
+                FsdpEventKind::ForwardEnd => computing = None,
+                FsdpEventKind::GatherLaunch => {
+                    if let Some(c) = computing {
+                        if c != e.unit {
+                            out.push((e.unit.clone(), c.to_string()));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}

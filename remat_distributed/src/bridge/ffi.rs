@@ -15,6 +15,11 @@ pub(crate) struct RawReducer {
     _opaque: [u8; 0],
 }
 
+#[repr(C)]
+pub(crate) struct RawFsdp {
+    _opaque: [u8; 0],
+}
+
 extern "C" {
     pub(crate) fn remat_dist_string_free(s: *mut c_char);
     pub(crate) fn remat_dist_group_new(
@@ -75,4 +80,45 @@ extern "C" {
         watch_cap: usize,
         n_watched: *mut usize,
     ) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_new(
+        g: *mut RawGroup,
+        reshard_after_forward: c_int,
+        prefetch: c_int,
+        rank_order: c_int,
+        out: *mut *mut RawFsdp,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_free(f: *mut RawFsdp) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_add_unit(
+        f: *mut RawFsdp,
+        name: *const c_char,
+        param_names: *const *const c_char,
+        params: *const *mut C_tensor,
+        n: usize,
+        shard: *mut C_tensor,
+        index: *mut usize,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_pre_forward(
+        f: *mut RawFsdp,
+        i: usize,
+        recomputing: c_int,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_post_forward(
+        f: *mut RawFsdp,
+        i: usize,
+        outputs: *const *mut C_tensor,
+        n: usize,
+        recomputing: c_int,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_gather_into(
+        f: *mut RawFsdp,
+        i: usize,
+        out: *mut C_tensor,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_events(
+        f: *mut RawFsdp,
+        buf: *mut i64,
+        cap: usize,
+        n: *mut usize,
+    ) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_gathered_bytes(f: *mut RawFsdp, out: *mut usize) -> DistErr;
 }

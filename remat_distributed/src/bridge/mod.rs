@@ -4,13 +4,16 @@
 //! panic can unwind into it.
 
 mod ffi;
+mod fsdp;
+
+pub(crate) use fsdp::Fsdp;
 
 use std::ffi::{CStr, CString};
 use tch::Tensor;
 use torch_sys::C_tensor;
 
 /// The first line of a C++ error (c10d appends a backtrace and context).
-fn check(err: ffi::DistErr) -> Result<(), String> {
+pub(super) fn check(err: ffi::DistErr) -> Result<(), String> {
     if err.is_null() {
         return Ok(());
     }
@@ -24,17 +27,17 @@ fn check(err: ffi::DistErr) -> Result<(), String> {
     Err(msg.lines().next().unwrap_or_default().trim().to_string())
 }
 
-fn c_string(s: &str) -> Result<CString, String> {
+pub(super) fn c_string(s: &str) -> Result<CString, String> {
     CString::new(s).map_err(|_| format!("{s:?} holds a NUL byte"))
 }
 
-fn handles(ts: &[&Tensor]) -> Vec<*mut C_tensor> {
+pub(super) fn handles(ts: &[&Tensor]) -> Vec<*mut C_tensor> {
     ts.iter().map(|t| t.as_ptr() as *mut C_tensor).collect()
 }
 
 /// A joined process group (c10d's `ProcessGroup` with its Gloo backend and
 /// the store it was formed through).
-pub(crate) struct Group(*mut ffi::RawGroup);
+pub(crate) struct Group(pub(super) *mut ffi::RawGroup);
 
 impl Group {
     pub(crate) fn new(

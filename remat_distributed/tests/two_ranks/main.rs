@@ -4,6 +4,7 @@
 //! port, and reads back what each rank wrote.
 
 mod faults;
+mod fsdp_training;
 mod launch;
 mod nccl;
 mod overlap;
@@ -23,6 +24,7 @@ fn rank_entry() {
         "peer_leaves_in_backward" => faults::peer_leaves_in_backward_rank_main(),
         "unused" => training::unused_rank_main(),
         "overlap" => overlap::rank_main(),
+        "fsdp_train" => fsdp_training::rank_main(),
         other => panic!("unknown scenario {other:?}"),
     }
 }

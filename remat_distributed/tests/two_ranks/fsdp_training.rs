@@ -1,0 +1,280 @@
+//! Sharded training on 2 and 4 ranks equals one process that averages the
+//! ranks' gradients, bit for bit, under no checkpoints, `full`, a
+//! `Save`-region policy, a plan, CPU bf16 autocast and an offload table
+//! (docs/semantics.md, rules F1-F5).
+
+use crate::launch::{launch, out_dir, OUT};
+use remat::planner::{profile_with, Plan};
+use remat::policies::PolicyTable;
+use remat_distributed::{FsdpOptions, FullyShardedDataParallel, ProcessGroup};
+use remat_reference::model::{batch, block_body, block_forward, Config, ModelPolicy, Setup, SMALL};
+use std::path::PathBuf;
+use std::time::Duration;
+use tch::{COptimizer, Device, Kind, Tensor};
+
+const STEPS: usize = 3;
+
+/// The whole batch, split between the ranks.
+const WHOLE: Config = Config { b: 4, ..SMALL };
+
+/// Each rank's model: its share of the batch's rows.
+fn shard_config(world: usize) -> Config {
+    Config {
+        b: WHOLE.b / world as i64,
+        ..SMALL
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    Plain,
+    /// Each block's unit runs inside its checkpoint, so that the
+    /// checkpoint's recomputation runs the unit's forward again (rule F4).
+    UnitInCheckpoint,
+    OffloadAttention,
+    Bf16,
+}
+
+/// The runs: name, policy, mode, whether parameters stay gathered from
+/// forward to backward.
+const RUNS: [(&str, ModelPolicy, Mode, bool); 9] = [
+    ("none", ModelPolicy::None, Mode::Plain, false),
+    ("full", ModelPolicy::Full, Mode::Plain, false),
+    ("selective", ModelPolicy::Selective, Mode::Plain, false),
+    ("plan", ModelPolicy::Auto, Mode::Plain, false),
+    ("offload", ModelPolicy::Auto, Mode::OffloadAttention, false),
+    ("bf16_full", ModelPolicy::Full, Mode::Bf16, false),
+    ("kept_full", ModelPolicy::Full, Mode::Plain, true),
+    ("kept_none", ModelPolicy::None, Mode::Plain, true),
+    (
+        "unit_in_full",
+        ModelPolicy::Full,
+        Mode::UnitInCheckpoint,
+        false,
+    ),
+];
+
+fn blocks(s: &Setup) -> Vec<String> {
+    s.model
+        .blocks
+        .iter()
+        .map(|b| format!("layers.{}", b.index))
+        .collect()
+}
+
+/// The model's loss with each block a unit and the rest the `root` unit.
+fn sharded_loss(
+    s: &Setup,
+    fsdp: &FullyShardedDataParallel,
+    (tokens, targets): (&Tensor, &Tensor),
+    policy: ModelPolicy,
+    mode: Mode,
+) -> Tensor {
+    fsdp.unit("root", || {
+        s.model.loss_through(tokens, targets, |mut x| {
+            for block in &s.model.blocks {
+                let name = format!("layers.{}", block.index);
+                x = if mode == Mode::UnitInCheckpoint {
+                    let unit = fsdp.handle(&name).unwrap();
+                    let owned = block.shallow();
+                    remat::checkpoint(name).call(&x, move |x| {
+                        unit.forward(|| block_body(&owned, &x, ModelPolicy::Full))
+                            .unwrap()
+                    })
+                } else {
+                    fsdp.unit(&name, || block_forward(block, &x, policy))
+                        .unwrap()
+                };
+            }
+            x
+        })
+    })
+    .unwrap()
+}
+
+fn in_mode(mode: Mode, plan: Option<&Plan>, f: impl FnOnce() -> Tensor) -> Tensor {
+    match (mode, plan) {
+        (Mode::Bf16, _) => remat::autocast(Device::Cpu, Kind::BFloat16, f),
+        (Mode::OffloadAttention, _) => {
+            PolicyTable::save_and_offload_only(Vec::<String>::new(), ["attention"])
+                .strict(true)
+                .scope(f)
+                .unwrap()
+        }
+        (Mode::Plain | Mode::UnitInCheckpoint, Some(plan)) => plan.scope(f),
+        (Mode::Plain | Mode::UnitInCheckpoint, None) => f(),
+    }
+}
+
+fn adamw(params: &[Tensor]) -> COptimizer {
+    let mut opt = COptimizer::adamw(1e-2, 0.9, 0.999, 0.01, 1e-8, false).unwrap();
+    for p in params {
+        opt.add_parameters(p, 0).unwrap();
+    }
+    opt
+}
+
+/// Rank `r`'s rows of the whole batch.
+fn rows(r: usize, world: usize) -> (Tensor, Tensor) {
+    let (tokens, targets) = batch(WHOLE, 1);
+    let n = WHOLE.b / world as i64;
+    let at = r as i64 * n;
+    (tokens.narrow(0, at, n), targets.narrow(0, at, n))
+}
+
+fn bits(named: &[(String, Tensor)]) -> Vec<u8> {
+    let mut sorted: Vec<&(String, Tensor)> = named.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Vec::new();
+    for (_, p) in sorted {
+        let v = Vec::<f32>::try_from(p.detach().to_kind(Kind::Float).flatten(0, -1)).unwrap();
+        out.extend(v.into_iter().flat_map(|x| x.to_bits().to_le_bytes()));
+    }
+    out
+}
+
+/// One rank: every run from the same start (rank 1 and up move their
+/// parameters first, so only the broadcast from rank 0 makes them agree),
+/// a few AdamW steps on the shards, the full parameters' bits after each.
+pub fn rank_main() {
+    let group = ProcessGroup::from_env().unwrap();
+    let (rank, world) = (group.rank(), group.world_size());
+    let out = PathBuf::from(std::env::var(OUT).unwrap());
+    for (name, policy, mode, kept) in RUNS {
+        let s = Setup::new(shard_config(world));
+        let (tokens, targets) = rows(rank, world);
+        let plan = (policy == ModelPolicy::Auto && mode == Mode::Plain).then(|| {
+            let profile = profile_with(|| s.model.loss_api(&tokens, &targets, policy), 1).unwrap();
+            Plan::minimum(&profile)
+        });
+        s.model.zero_grad();
+        if rank > 0 {
+            tch::no_grad(|| {
+                for (_, p) in s.model.named_parameters() {
+                    let _ = p.shallow_clone().f_add_scalar_(1.0).unwrap();
+                }
+            });
+        }
+        let names = blocks(&s);
+        let units: Vec<&str> = names.iter().map(String::as_str).collect();
+        let options = FsdpOptions {
+            reshard_after_forward: !kept,
+            // Two ranks sum in either order alike; four need rank order.
+            rank_ordered_reduce: world > 2,
+            ..FsdpOptions::default()
+        };
+        let fsdp =
+            FullyShardedDataParallel::from_var_store(&group, &s.model.vs, &units, options).unwrap();
+        assert_eq!(s.model.blocks[0].qkv_w.size(), [0], "{name}: not freed");
+        let shards: Vec<Tensor> = fsdp.units().iter().map(|u| fsdp.shard(u)).collect();
+        let opt = adamw(&shards);
+        for step in 0..STEPS {
+            opt.zero_grad().unwrap();
+            let loss = in_mode(mode, plan.as_ref(), || {
+                sharded_loss(&s, &fsdp, (&tokens, &targets), policy, mode)
+            });
+            fsdp.backward(&loss).unwrap();
+            assert_eq!(fsdp.gathered_bytes().unwrap(), 0, "{name}: left gathered");
+            assert!(
+                s.model.blocks[0].qkv_w.grad().defined() == false,
+                "{name}: a full gradient was kept"
+            );
+            opt.step().unwrap();
+            let full = fsdp.full_state_dict().unwrap();
+            let file = out.join(format!("{name}.rank{rank}.step{step}"));
+            std::fs::write(file, bits(&full)).unwrap();
+        }
+        group.barrier().unwrap();
+    }
+}
+
+/// One process, no checkpoints, the whole model: each rank's rows'
+/// gradients, each scaled by 1 / world and summed in rank order, then the
+/// same AdamW step.
+fn single_process(mode: Mode, world: usize) -> Vec<Vec<u8>> {
+    let s = Setup::new(shard_config(world));
+    let named: Vec<(String, Tensor)> = s
+        .model
+        .named_parameters()
+        .into_iter()
+        .map(|(n, t)| (n, t.shallow_clone()))
+        .collect();
+    let params: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let opt = adamw(&params);
+    let mut steps = Vec::new();
+    for _ in 0..STEPS {
+        opt.zero_grad().unwrap();
+        let mut grads = Vec::new();
+        for r in 0..world {
+            s.model.zero_grad();
+            let (tokens, targets) = rows(r, world);
+            in_mode(mode, None, || {
+                s.model.loss_api(&tokens, &targets, ModelPolicy::None)
+            })
+            .backward();
+            grads.push(params.iter().map(|p| p.grad().copy()).collect::<Vec<_>>());
+        }
+        tch::no_grad(|| {
+            for (i, p) in params.iter().enumerate() {
+                let scale = 1.0 / world as f64;
+                let mut mean = &grads[0][i] * scale;
+                for g in &grads[1..] {
+                    mean = mean + &g[i] * scale;
+                }
+                p.grad().copy_(&mean);
+            }
+        });
+        opt.step().unwrap();
+        steps.push(bits(&named));
+    }
+    steps
+}
+
+fn check_world(world: usize) {
+    tch::set_num_threads(1);
+    let dir = out_dir(&format!("fsdp_train{world}"));
+    let runs = launch(
+        "fsdp_train",
+        world,
+        |_| true,
+        &dir,
+        Duration::from_secs(400),
+    );
+    for (rank, run) in runs.iter().enumerate() {
+        assert!(run.success, "rank {rank} failed:\n{}", run.output);
+    }
+    let fp32 = single_process(Mode::Plain, world);
+    let bf16 = single_process(Mode::Bf16, world);
+    assert!(fp32 != bf16, "autocast changed nothing");
+    for (name, _, mode, _) in RUNS {
+        let expected = if mode == Mode::Bf16 { &bf16 } else { &fp32 };
+        for (step, want) in expected.iter().enumerate() {
+            let read =
+                |r: usize| std::fs::read(dir.join(format!("{name}.rank{r}.step{step}"))).unwrap();
+            let first = read(0);
+            for r in 1..world {
+                assert!(
+                    first == read(r),
+                    "{name}, step {step}: ranks 0 and {r} differ"
+                );
+            }
+            assert!(
+                &first == want,
+                "{name}, step {step}: {world} ranks differ from one process averaging their rows"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// docs/semantics.md, rules F1-F5 on two ranks.
+#[test]
+fn sharded_training_on_two_ranks_equals_one_process() {
+    check_world(2);
+}
+
+/// docs/semantics.md, rules F1-F5 on four ranks.
+#[test]
+fn sharded_training_on_four_ranks_equals_one_process() {
+    check_world(4);
+}
