@@ -77,6 +77,8 @@ remat_dist_err remat_dist_reducer_buckets(remat_dist_reducer* r, size_t* idx, si
 // parameters view one flat buffer whose bytes exist only while the unit is
 // gathered; `shard` (this rank's slice, made by Rust with the size
 // ceil(total / world)) is filled here and is what the optimizer steps.
+// `param_dtype` and `reduce_dtype` are at::ScalarType codes, or -1 for the
+// parameters' own dtype.
 typedef struct remat_dist_fsdp remat_dist_fsdp;
 // With `rank_order` gradients are summed in rank order (all-to-all and a
 // local sum) instead of by the backend's reduce-scatter.
@@ -86,7 +88,8 @@ remat_dist_err remat_dist_fsdp_free(remat_dist_fsdp* f);
 remat_dist_err remat_dist_fsdp_add_unit(remat_dist_fsdp* f, const char* name,
                                         const char* const* param_names,
                                         remat_dist_tensor* const* params, size_t n,
-                                        remat_dist_tensor* shard, size_t* index);
+                                        remat_dist_tensor* shard, int param_dtype,
+                                        int reduce_dtype, size_t* index);
 // Around a unit's forward: gathers it (and prefetches the next), then hooks
 // the outputs' gradients to gather it again for backward and frees it.
 // With `recomputing` (a checkpoint's replay) it gathers and stays gathered.

@@ -61,8 +61,11 @@ struct Unit {
   // The flat buffer the parameters view; its storage holds bytes only
   // while the unit is gathered.
   at::Tensor full;
-  // This rank's slice of the flat buffer: the optimizer's parameter.
+  // This rank's slice of the flat buffer: the optimizer's parameter, in
+  // the parameters' own dtype, on the CPU when offloaded (rule F8).
   at::Tensor shard;
+  // The dtype gradients are summed in.
+  at::ScalarType reduce_dtype = at::kFloat;
   bool gathered = false;
   c10::intrusive_ptr<c10d::Work> gather_work;
   // This backward: whether its outputs' gradients arrived, how many
@@ -161,7 +164,9 @@ void launch_gather(State& s, size_t i) {
   set_bytes(u.full, static_cast<size_t>(u.padded) * element_bytes(u));
   c10d::AllgatherOptions opts;
   opts.timeout = s.timeout;
-  at::Tensor in = u.shard.detach();
+  // In the compute dtype, on the compute device (rule F8): a copy only when
+  // either differs from the shard's.
+  at::Tensor in = u.shard.detach().to(u.full.options());
   s.log->add(kGatherLaunch, i);
   u.gather_work = s.pg->all_gather_single(u.full, in, opts);
   std::weak_ptr<Log> weak = s.log;
@@ -211,7 +216,7 @@ void check_unchanged(const Unit& u) {
   const c10::StorageImpl* own = u.full.storage().unsafeGetStorageImpl();
   for (size_t k = 0; k < u.params.size(); ++k) {
     const at::Tensor& p = u.params[k];
-    bool ours = p.storage().unsafeGetStorageImpl() == own;
+    bool ours = p.storage().unsafeGetStorageImpl() == own && p.dtype() == u.full.dtype();
     auto sizes = p.sizes().vec();
     bool shaped = sizes == u.shapes[k] || sizes == std::vector<int64_t>{0};
     if (!ours || !shaped) {
@@ -230,7 +235,8 @@ void check_unchanged(const Unit& u) {
 void launch_reduce(State& s, size_t i) {
   Unit& u = *s.units[i];
   at::NoGradGuard no_grad;
-  at::Tensor flat = at::zeros({u.padded}, u.full.options());
+  auto reduce_options = u.full.options().dtype(u.reduce_dtype);
+  at::Tensor flat = at::zeros({u.padded}, reduce_options);
   for (size_t k = 0; k < u.params.size(); ++k) {
     at::Tensor g = u.params[k].grad();
     if (g.defined()) {
@@ -242,7 +248,7 @@ void launch_reduce(State& s, size_t i) {
   // share, then the sum, so that the mean has data parallel's bits.
   flat.mul_(1.0 / static_cast<double>(s.world));
   u.rs_in = flat;
-  u.rs_out = at::empty({u.shard_len}, u.full.options());
+  u.rs_out = at::empty({u.shard_len}, reduce_options);
   c10d::ReduceScatterOptions opts;
   opts.reduceOp = c10d::ReduceOp::SUM;
   opts.timeout = s.timeout;
@@ -251,7 +257,7 @@ void launch_reduce(State& s, size_t i) {
   // written down when the end of backward has waited for it.
   if (s.rank_order) {
     // Rank r receives every rank's share of its slice, in rank order.
-    u.rs_out = at::empty({u.padded}, u.full.options());
+    u.rs_out = at::empty({u.padded}, reduce_options);
     std::vector<int64_t> even;
     c10d::AllToAllOptions a2a;
     a2a.timeout = s.timeout;
@@ -293,11 +299,12 @@ void finish_backward(State& s) {
       }
       u.rs_out = sum;
     }
+    at::Tensor reduced = u.rs_out.to(u.shard.options().requires_grad(false));
     at::Tensor& grad = u.shard.mutable_grad();
     if (grad.defined()) {
-      grad.add_(u.rs_out);
+      grad.add_(reduced);
     } else {
-      grad = u.rs_out;
+      grad = reduced;
     }
     u.rs_in = at::Tensor();
     u.rs_out = at::Tensor();
@@ -404,7 +411,8 @@ remat_dist_err remat_dist_fsdp_free(remat_dist_fsdp* f) {
 remat_dist_err remat_dist_fsdp_add_unit(remat_dist_fsdp* f, const char* name,
                                         const char* const* param_names,
                                         remat_dist_tensor* const* params, size_t n,
-                                        remat_dist_tensor* shard, size_t* index) {
+                                        remat_dist_tensor* shard, int param_dtype,
+                                        int reduce_dtype, size_t* index) {
   return guard([&] {
     State& s = *f->state;
     std::lock_guard<std::recursive_mutex> lock(s.m);
@@ -442,21 +450,21 @@ remat_dist_err remat_dist_fsdp_add_unit(remat_dist_fsdp* f, const char* name,
     TORCH_CHECK(shard->numel() == u->shard_len && shard->scalar_type() == first.scalar_type(),
                 "the shard of unit `", u->name, "` must hold ", u->shard_len, " elements of ",
                 first.scalar_type());
-    u->full = at::zeros({u->padded}, first.options().requires_grad(false));
+    auto compute = param_dtype < 0 ? first.scalar_type() : static_cast<at::ScalarType>(param_dtype);
+    u->reduce_dtype = reduce_dtype < 0 ? first.scalar_type()
+                                       : static_cast<at::ScalarType>(reduce_dtype);
+    at::Tensor values = at::zeros({u->padded}, first.options().requires_grad(false));
     for (size_t k = 0; k < n; ++k) {
-      u->full.narrow(0, u->offsets[k], u->params[k].numel()).copy_(u->params[k].reshape({-1}));
+      values.narrow(0, u->offsets[k], u->params[k].numel()).copy_(u->params[k].reshape({-1}));
     }
     u->shard = *shard;
-    u->shard.detach().copy_(u->full.narrow(0, s.rank * u->shard_len, u->shard_len));
-    // The parameters now view the flat buffer (metadata of their own
-    // TensorImpl: their grad accumulators and VarStore entries stay).
-    for (size_t k = 0; k < n; ++k) {
-      auto* impl = u->params[k].unsafeGetTensorImpl();
-      impl->set_storage_keep_dtype(u->full.storage());
-    }
-    u->gathered = true;
+    u->shard.detach().copy_(values.narrow(0, s.rank * u->shard_len, u->shard_len));
+    u->full = at::empty({u->padded}, first.options().dtype(compute).requires_grad(false));
     size_t i = s.units.size();
     std::weak_ptr<State> weak = f->state;
+    // The accumulators exist before the parameters take the compute dtype:
+    // each records the dtype a gradient is cast to on its way in, so that
+    // gradients of bf16 parameters arrive in fp32 (rule F8).
     for (size_t k = 0; k < n; ++k) {
       auto node = torch::autograd::impl::grad_accumulator(u->params[k]);
       TORCH_CHECK(node, "no gradient accumulator for `", u->param_names[k], "`");
@@ -475,6 +483,13 @@ remat_dist_err remat_dist_fsdp_add_unit(remat_dist_fsdp* f, const char* name,
           }));
       u->hooks.emplace_back(node, key);
     }
+    // The parameters now view the flat buffer, in its dtype (metadata of
+    // their own TensorImpl: their accumulators and VarStore entries stay).
+    for (size_t k = 0; k < n; ++k) {
+      auto* impl = u->params[k].unsafeGetTensorImpl();
+      impl->set_storage_and_dtype(u->full.storage(), u->full.dtype());
+    }
+    u->gathered = true;
     s.units.push_back(std::move(u));
     release(s, i);
     *index = i;

@@ -30,6 +30,18 @@ pub struct FsdpOptions {
     /// both give the same bits; the all-to-all moves the same bytes as a
     /// reduce-scatter and holds a gradient-sized buffer until the sum.
     pub rank_ordered_reduce: bool,
+    /// The dtype parameters are gathered and computed in (FSDP2's
+    /// `MixedPrecisionPolicy.param_dtype`), `None` for their own. Shards,
+    /// gradients in shards and the optimizer stay in the parameters' dtype;
+    /// gradients arrive in it too (rule F8).
+    pub param_dtype: Option<tch::Kind>,
+    /// The dtype gradients are summed over the ranks in, `None` for the
+    /// parameters' own.
+    pub reduce_dtype: Option<tch::Kind>,
+    /// Keeps the shards (and so their gradients and the optimizer's state)
+    /// on the CPU, copying them to the parameters' device to gather (ZeRO-
+    /// Offload; rule F8). On a CPU-only model it changes nothing.
+    pub offload_shards: bool,
 }
 
 impl Default for FsdpOptions {
@@ -38,6 +50,9 @@ impl Default for FsdpOptions {
             reshard_after_forward: true,
             prefetch: true,
             rank_ordered_reduce: false,
+            param_dtype: None,
+            reduce_dtype: None,
+            offload_shards: false,
         }
     }
 }
@@ -248,7 +263,12 @@ impl FullyShardedDataParallel {
             .first()
             .map(|(_, t)| t.device())
             .unwrap_or(tch::Device::Cpu);
-        let shards = nn::VarStore::new(device);
+        let shard_device = if options.offload_shards {
+            tch::Device::Cpu
+        } else {
+            device
+        };
+        let shards = nn::VarStore::new(shard_device);
         let mut infos = Vec::new();
         let mut by_name = HashMap::new();
         let mut seen: HashMap<usize, String> = HashMap::new();
@@ -276,8 +296,8 @@ impl FullyShardedDataParallel {
             }
             let total: i64 = unit.params.iter().map(|(_, p)| p.numel() as i64).sum();
             let shard_len = (total + world - 1) / world;
-            let (kind, device) = (first.kind(), first.device());
-            let shard = shard_var(&shards, &unit.name, shard_len, kind, device);
+            let kind = first.kind();
+            let shard = shard_var(&shards, &unit.name, shard_len, kind, shard_device);
             let names: Vec<String> = unit.params.iter().map(|(n, _)| n.clone()).collect();
             let refs: Vec<&Tensor> = unit.params.iter().map(|(_, t)| t).collect();
             let shapes: Vec<(String, Vec<i64>)> = unit
@@ -286,7 +306,14 @@ impl FullyShardedDataParallel {
                 .map(|(n, t)| (n.clone(), t.size()))
                 .collect();
             let index = raw
-                .add_unit(&unit.name, &names, &refs, &shard)
+                .add_unit(
+                    &unit.name,
+                    &names,
+                    &refs,
+                    &shard,
+                    options.param_dtype,
+                    options.reduce_dtype,
+                )
                 .map_err(|e| collective_or_config(group, "sharding a unit", e))?;
             by_name.insert(unit.name.clone(), index);
             infos.push(UnitInfo {
@@ -294,7 +321,7 @@ impl FullyShardedDataParallel {
                 params: shapes,
                 padded: shard_len * world,
                 kind,
-                device,
+                device: shard_device,
             });
         }
         Ok(FullyShardedDataParallel {

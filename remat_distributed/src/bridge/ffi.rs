@@ -95,6 +95,8 @@ extern "C" {
         params: *const *mut C_tensor,
         n: usize,
         shard: *mut C_tensor,
+        param_dtype: c_int,
+        reduce_dtype: c_int,
         index: *mut usize,
     ) -> DistErr;
     pub(crate) fn remat_dist_fsdp_pre_forward(

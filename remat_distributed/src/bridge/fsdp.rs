@@ -8,6 +8,23 @@ use torch_sys::C_tensor;
 
 pub(crate) struct Fsdp(*mut ffi::RawFsdp);
 
+/// libtorch's `c10::ScalarType` code of a floating dtype, -1 for none (tch
+/// keeps its own mapping private; units hold floating parameters only).
+fn code(kind: Option<tch::Kind>) -> Result<std::os::raw::c_int, String> {
+    use tch::Kind::*;
+    match kind {
+        None => Ok(-1),
+        Some(Half) => Ok(5),
+        Some(Float) => Ok(6),
+        Some(Double) => Ok(7),
+        Some(BFloat16) => Ok(15),
+        Some(other) => Err(format!(
+            "{other:?} is no floating dtype: a unit gathers and reduces in Half, BFloat16, Float \
+             or Double"
+        )),
+    }
+}
+
 impl Fsdp {
     pub(crate) fn new(
         group: &Group,
@@ -37,6 +54,8 @@ impl Fsdp {
         names: &[String],
         params: &[&Tensor],
         shard: &Tensor,
+        param_dtype: Option<tch::Kind>,
+        reduce_dtype: Option<tch::Kind>,
     ) -> Result<usize, String> {
         let name = c_string(name)?;
         let names: Vec<CString> = names
@@ -46,6 +65,7 @@ impl Fsdp {
         let name_ptrs: Vec<*const std::os::raw::c_char> =
             names.iter().map(|n| n.as_ptr()).collect();
         let hs = handles(params);
+        let (param_dtype, reduce_dtype) = (code(param_dtype)?, code(reduce_dtype)?);
         let mut index = 0usize;
         // SAFETY: every pointer array holds `params.len()` live entries for
         // the call (names and handles alike); C++ copies the strings and
@@ -58,6 +78,8 @@ impl Fsdp {
                 hs.as_ptr(),
                 hs.len(),
                 shard.as_ptr() as *mut C_tensor,
+                param_dtype,
+                reduce_dtype,
                 &mut index,
             )
         })?;

@@ -31,27 +31,59 @@ enum Mode {
     /// Each block's unit runs inside its checkpoint, so that the
     /// checkpoint's recomputation runs the unit's forward again (rule F4).
     UnitInCheckpoint,
+    /// `Auto` under a table that offloads the attention's saves.
     OffloadAttention,
+    /// Under CPU bf16 autocast.
     Bf16,
+    /// Parameters gathered and computed in bf16, gradients reduced in fp32
+    /// (`FsdpOptions::param_dtype`), under bf16 autocast too: the reference
+    /// model's attention asks its softmax for fp32, which autocast casts
+    /// back for the next matmul.
+    Bf16Params,
 }
 
-/// The runs: name, policy, mode, whether parameters stay gathered from
-/// forward to backward.
-const RUNS: [(&str, ModelPolicy, Mode, bool); 9] = [
-    ("none", ModelPolicy::None, Mode::Plain, false),
-    ("full", ModelPolicy::Full, Mode::Plain, false),
-    ("selective", ModelPolicy::Selective, Mode::Plain, false),
-    ("plan", ModelPolicy::Auto, Mode::Plain, false),
-    ("offload", ModelPolicy::Auto, Mode::OffloadAttention, false),
-    ("bf16_full", ModelPolicy::Full, Mode::Bf16, false),
-    ("kept_full", ModelPolicy::Full, Mode::Plain, true),
-    ("kept_none", ModelPolicy::None, Mode::Plain, true),
-    (
-        "unit_in_full",
-        ModelPolicy::Full,
-        Mode::UnitInCheckpoint,
-        false,
-    ),
+/// One run of the ranks.
+struct Run {
+    name: &'static str,
+    policy: ModelPolicy,
+    mode: Mode,
+    /// Parameters stay gathered from forward to backward.
+    kept: bool,
+    /// Shards on the CPU (the same device here: the path is exercised).
+    offload_shards: bool,
+}
+
+const fn run(name: &'static str, policy: ModelPolicy, mode: Mode) -> Run {
+    Run {
+        name,
+        policy,
+        mode,
+        kept: false,
+        offload_shards: false,
+    }
+}
+
+const RUNS: [Run; 11] = [
+    run("none", ModelPolicy::None, Mode::Plain),
+    run("full", ModelPolicy::Full, Mode::Plain),
+    run("selective", ModelPolicy::Selective, Mode::Plain),
+    run("plan", ModelPolicy::Auto, Mode::Plain),
+    run("offload", ModelPolicy::Auto, Mode::OffloadAttention),
+    Run {
+        offload_shards: true,
+        ..run("offload_both", ModelPolicy::Auto, Mode::OffloadAttention)
+    },
+    run("bf16_full", ModelPolicy::Full, Mode::Bf16),
+    run("bf16_params_full", ModelPolicy::Full, Mode::Bf16Params),
+    Run {
+        kept: true,
+        ..run("kept_full", ModelPolicy::Full, Mode::Plain)
+    },
+    Run {
+        kept: true,
+        ..run("kept_none", ModelPolicy::None, Mode::Plain)
+    },
+    run("unit_in_full", ModelPolicy::Full, Mode::UnitInCheckpoint),
 ];
 
 fn blocks(s: &Setup) -> Vec<String> {
@@ -94,14 +126,14 @@ fn sharded_loss(
 
 fn in_mode(mode: Mode, plan: Option<&Plan>, f: impl FnOnce() -> Tensor) -> Tensor {
     match (mode, plan) {
-        (Mode::Bf16, _) => remat::autocast(Device::Cpu, Kind::BFloat16, f),
+        (Mode::Bf16 | Mode::Bf16Params, _) => remat::autocast(Device::Cpu, Kind::BFloat16, f),
         (Mode::OffloadAttention, _) => {
             PolicyTable::save_and_offload_only(Vec::<String>::new(), ["attention"])
                 .strict(true)
                 .scope(f)
                 .unwrap()
         }
-        (Mode::Plain | Mode::UnitInCheckpoint, Some(plan)) => plan.scope(f),
+        (_, Some(plan)) => plan.scope(f),
         (Mode::Plain | Mode::UnitInCheckpoint, None) => f(),
     }
 }
@@ -140,7 +172,14 @@ pub fn rank_main() {
     let group = ProcessGroup::from_env().unwrap();
     let (rank, world) = (group.rank(), group.world_size());
     let out = PathBuf::from(std::env::var(OUT).unwrap());
-    for (name, policy, mode, kept) in RUNS {
+    for Run {
+        name,
+        policy,
+        mode,
+        kept,
+        offload_shards,
+    } in RUNS
+    {
         let s = Setup::new(shard_config(world));
         let (tokens, targets) = rows(rank, world);
         let plan = (policy == ModelPolicy::Auto && mode == Mode::Plain).then(|| {
@@ -161,6 +200,8 @@ pub fn rank_main() {
             reshard_after_forward: !kept,
             // Two ranks sum in either order alike; four need rank order.
             rank_ordered_reduce: world > 2,
+            offload_shards,
+            param_dtype: (mode == Mode::Bf16Params).then_some(Kind::BFloat16),
             ..FsdpOptions::default()
         };
         let fsdp =
@@ -190,7 +231,8 @@ pub fn rank_main() {
 
 /// One process, no checkpoints, the whole model: each rank's rows'
 /// gradients, each scaled by 1 / world and summed in rank order, then the
-/// same AdamW step.
+/// same AdamW step. In `Mode::Bf16Params` the rows run on a bf16 copy of
+/// the parameters and their gradients are cast to fp32.
 fn single_process(mode: Mode, world: usize) -> Vec<Vec<u8>> {
     let s = Setup::new(shard_config(world));
     let named: Vec<(String, Tensor)> = s
@@ -200,19 +242,46 @@ fn single_process(mode: Mode, world: usize) -> Vec<Vec<u8>> {
         .map(|(n, t)| (n, t.shallow_clone()))
         .collect();
     let params: Vec<Tensor> = named.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let mut low = (mode == Mode::Bf16Params).then(|| s.model.deep_copy());
+    if let Some(m) = low.as_mut() {
+        m.vs.bfloat16();
+    }
+    let model = low.as_ref().unwrap_or(&s.model);
+    let copies: Vec<Tensor> = model
+        .named_parameters()
+        .into_iter()
+        .map(|(_, t)| t.shallow_clone())
+        .collect();
     let opt = adamw(&params);
     let mut steps = Vec::new();
     for _ in 0..STEPS {
         opt.zero_grad().unwrap();
+        // Gradients of the fp32 parameters, for the mean to be written
+        // into (zero_grad leaves none).
+        for p in &params {
+            (p * 0.0).sum(Kind::Float).backward();
+        }
+        if low.is_some() {
+            tch::no_grad(|| {
+                for (c, p) in copies.iter().zip(&params) {
+                    c.shallow_clone().copy_(p);
+                }
+            });
+        }
         let mut grads = Vec::new();
         for r in 0..world {
-            s.model.zero_grad();
+            model.zero_grad();
             let (tokens, targets) = rows(r, world);
             in_mode(mode, None, || {
-                s.model.loss_api(&tokens, &targets, ModelPolicy::None)
+                model.loss_api(&tokens, &targets, ModelPolicy::None)
             })
             .backward();
-            grads.push(params.iter().map(|p| p.grad().copy()).collect::<Vec<_>>());
+            grads.push(
+                copies
+                    .iter()
+                    .map(|p| p.grad().to_kind(Kind::Float).copy())
+                    .collect::<Vec<_>>(),
+            );
         }
         tch::no_grad(|| {
             for (i, p) in params.iter().enumerate() {
@@ -245,9 +314,15 @@ fn check_world(world: usize) {
     }
     let fp32 = single_process(Mode::Plain, world);
     let bf16 = single_process(Mode::Bf16, world);
+    let bf16_params = single_process(Mode::Bf16Params, world);
     assert!(fp32 != bf16, "autocast changed nothing");
-    for (name, _, mode, _) in RUNS {
-        let expected = if mode == Mode::Bf16 { &bf16 } else { &fp32 };
+    assert!(fp32 != bf16_params && bf16 != bf16_params, "bf16 parameters changed nothing");
+    for Run { name, mode, .. } in RUNS {
+        let expected = match mode {
+            Mode::Bf16 => &bf16,
+            Mode::Bf16Params => &bf16_params,
+            _ => &fp32,
+        };
         for (step, want) in expected.iter().enumerate() {
             let read =
                 |r: usize| std::fs::read(dir.join(format!("{name}.rank{r}.step{step}"))).unwrap();
