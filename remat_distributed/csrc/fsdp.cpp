@@ -48,6 +48,7 @@ enum Event : int64_t {
   kReduceLaunch = 5,
   kReduceDone = 6,
   kFreed = 7,
+  kPrefetch = 8,
 };
 
 struct Unit {
@@ -155,7 +156,7 @@ void hide(Unit& u) {
 
 size_t element_bytes(const Unit& u) { return u.full.element_size(); }
 
-void launch_gather(State& s, size_t i) {
+void launch_gather(State& s, size_t i, bool prefetch = false) {
   Unit& u = *s.units[i];
   if (u.gathered || u.gather_work) {
     return;
@@ -167,7 +168,7 @@ void launch_gather(State& s, size_t i) {
   // In the compute dtype, on the compute device (rule F8): a copy only when
   // either differs from the shard's.
   at::Tensor in = u.shard.detach().to(u.full.options());
-  s.log->add(kGatherLaunch, i);
+  s.log->add(prefetch ? kPrefetch : kGatherLaunch, i);
   u.gather_work = s.pg->all_gather_single(u.full, in, opts);
   std::weak_ptr<Log> weak = s.log;
   u.gather_work->getFuture()->addCallback([weak, i](c10::ivalue::Future&) {
@@ -368,7 +369,7 @@ void pre_backward(const std::weak_ptr<State>& weak, size_t i) {
   gather(*s, i);
   if (s->prefetch) {
     if (auto prev = before(s->ended, i)) {
-      launch_gather(*s, *prev);
+      launch_gather(*s, *prev, true);
     }
   }
 }
@@ -514,12 +515,13 @@ remat_dist_err remat_dist_fsdp_pre_forward(remat_dist_fsdp* f, size_t i, int rec
       s.started.push_back(i);
     }
     gather(s, i);
+    s.log->add(kForwardStart, i);
+    // Issued as the unit starts computing, so that it overlaps that compute.
     if (recomputing == 0 && s.prefetch) {
       if (auto next = after(s.started_last, i)) {
-        launch_gather(s, *next);
+        launch_gather(s, *next, true);
       }
     }
-    s.log->add(kForwardStart, i);
   });
 }
 

@@ -101,8 +101,11 @@ impl BackwardStats {
 /// What happened to a sharded unit (rule F7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FsdpEventKind {
-    /// An all-gather of the unit's shards started.
+    /// An all-gather of the unit's shards started, for its use now.
     GatherLaunch,
+    /// An all-gather of the unit's shards started ahead of its use, while
+    /// another unit computes (rule F7).
+    Prefetch,
     /// That all-gather completed (written from c10d's thread).
     GatherDone,
     /// The unit's forward started (after its gather).
@@ -131,6 +134,7 @@ impl FsdpEventKind {
             ReduceLaunch,
             ReduceDone,
             Freed,
+            Prefetch,
         ]
         .get(usize::try_from(code).ok()?)
         .copied()
@@ -166,18 +170,47 @@ impl FsdpStats {
             .map(|e| e.at)
     }
 
-    /// The units whose gather was started while another unit was computing
-    /// its forward (between that unit's `ForwardStart` and `ForwardEnd`),
+    /// The units whose gather was prefetched while another unit was computing
+    /// its forward (between that unit's `ForwardStart` and `ForwardEnd`,
+    /// the innermost such unit when they nest),
     /// as (prefetched, computing) pairs: the overlap of rule F7.
     pub fn prefetched_in_forward(&self) -> Vec<(String, String)> {
-        let mut computing: Option<&str> = None;
+        // Units nest (a root unit around the blocks): the innermost one
+        // running is the one computing.
+        let mut running: Vec<&str> = Vec::new();
         let mut out = Vec::new();
         for e in &self.events {
             match e.kind {
-                FsdpEventKind::ForwardStart => computing = Some(&e.unit),
-                FsdpEventKind::ForwardEnd => computing = None,
-                FsdpEventKind::GatherLaunch => {
-                    if let Some(c) = computing {
+                FsdpEventKind::ForwardStart => running.push(&e.unit),
+                FsdpEventKind::ForwardEnd => {
+                    if let Some(at) = running.iter().rposition(|u| *u == e.unit) {
+                        running.remove(at);
+                    }
+                }
+                FsdpEventKind::Prefetch => {
+                    if let Some(c) = running.last() {
+                        if *c != e.unit {
+                            out.push((e.unit.clone(), c.to_string()));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The units whose gather was prefetched during another unit's backward
+    /// (after that unit's `BackwardStart`, the latest one), as
+    /// (prefetched, in backward) pairs.
+    pub fn prefetched_in_backward(&self) -> Vec<(String, String)> {
+        let mut current: Option<&str> = None;
+        let mut out = Vec::new();
+        for e in &self.events {
+            match e.kind {
+                FsdpEventKind::BackwardStart => current = Some(&e.unit),
+                FsdpEventKind::Prefetch => {
+                    if let Some(c) = current {
                         if c != e.unit {
                             out.push((e.unit.clone(), c.to_string()));
                         }

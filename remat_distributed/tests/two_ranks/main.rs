@@ -4,6 +4,8 @@
 //! port, and reads back what each rank wrote.
 
 mod faults;
+mod fsdp_memory;
+mod fsdp_overlap;
 mod fsdp_training;
 mod launch;
 mod nccl;
@@ -25,6 +27,8 @@ fn rank_entry() {
         "unused" => training::unused_rank_main(),
         "overlap" => overlap::rank_main(),
         "fsdp_train" => fsdp_training::rank_main(),
+        "fsdp_memory" => fsdp_memory::rank_main(),
+        "fsdp_overlap" => fsdp_overlap::rank_main(),
         other => panic!("unknown scenario {other:?}"),
     }
 }
