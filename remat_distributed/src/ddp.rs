@@ -245,7 +245,7 @@ impl DistributedDataParallel {
 /// NCCL's transport, c10d's process group or store) rather than from the
 /// model.
 pub(crate) fn is_communication(message: &str) -> bool {
-    const MARKS: [&str; 8] = [
+    const MARKS: [&str; 10] = [
         "gloo",
         "Gloo",
         "NCCL",
@@ -254,6 +254,9 @@ pub(crate) fn is_communication(message: &str) -> bool {
         "Connection",
         "Timed out",
         "timed out",
+        // Gloo's transport, when a peer does not answer within the timeout.
+        "Application timeout",
+        "pair closure",
     ];
     MARKS.iter().any(|m| message.contains(m))
 }

@@ -269,31 +269,11 @@ impl FullyShardedDataParallel {
             device
         };
         let shards = nn::VarStore::new(shard_device);
+        check_units(&units)?;
         let mut infos = Vec::new();
         let mut by_name = HashMap::new();
-        let mut seen: HashMap<usize, String> = HashMap::new();
         for unit in units {
-            if by_name.contains_key(&unit.name) {
-                return Err(Error::Config(format!(
-                    "two units are named `{}`: give each unit its own name",
-                    unit.name
-                )));
-            }
-            let Some((_, first)) = unit.params.first() else {
-                return Err(Error::Config(format!(
-                    "unit `{}` has no parameters: leave it out, or give it some",
-                    unit.name
-                )));
-            };
-            for (pname, p) in &unit.params {
-                if let Some(other) = seen.insert(p.data_ptr() as usize, unit.name.clone()) {
-                    return Err(Error::Config(format!(
-                        "parameter `{pname}` of unit `{}` is also in unit `{other}`: a \
-                         parameter belongs to one unit",
-                        unit.name
-                    )));
-                }
-            }
+            let first = &unit.params[0].1;
             let total: i64 = unit.params.iter().map(|(_, p)| p.numel() as i64).sum();
             let shard_len = (total + world - 1) / world;
             let kind = first.kind();
@@ -546,6 +526,57 @@ fn collective_or_config(group: &ProcessGroup, what: &str, cause: String) -> Erro
     } else {
         Error::Config(cause)
     }
+}
+
+/// Everything about the units that can be checked before any is sharded,
+/// so that a refused list leaves the model as it was.
+fn check_units(units: &[Unit]) -> Result<()> {
+    let mut names = std::collections::HashSet::new();
+    let mut seen: HashMap<usize, &str> = HashMap::new();
+    for unit in units {
+        let name = unit.name.as_str();
+        if !names.insert(name) {
+            return Err(Error::Config(format!(
+                "two units are named `{name}`: give each unit its own name"
+            )));
+        }
+        let Some((first_name, first)) = unit.params.first() else {
+            return Err(Error::Config(format!(
+                "unit `{name}` has no parameters: leave it out, or give it some"
+            )));
+        };
+        for (pname, p) in &unit.params {
+            if !p.requires_grad() || !p.is_leaf() {
+                return Err(Error::Config(format!(
+                    "sharded unit `{name}`: parameter `{pname}` is not a trainable leaf: pass \
+                     trainable parameters only"
+                )));
+            }
+            if p.numel() == 0 || !p.is_contiguous() {
+                return Err(Error::Config(format!(
+                    "sharded unit `{name}`: parameter `{pname}` is empty or not contiguous"
+                )));
+            }
+            if p.kind() != first.kind() || p.device() != first.device() {
+                return Err(Error::Config(format!(
+                    "sharded unit `{name}`: parameter `{pname}` is {:?} on {:?} but \
+                     `{first_name}` is {:?} on {:?}: a unit's parameters share one dtype and \
+                     device; split it into units that do",
+                    p.kind(),
+                    p.device(),
+                    first.kind(),
+                    first.device()
+                )));
+            }
+            if let Some(other) = seen.insert(p.data_ptr() as usize, name) {
+                return Err(Error::Config(format!(
+                    "parameter `{pname}` of unit `{name}` is also in unit `{other}`: a \
+                     parameter belongs to one unit"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A unit's shard variable: its name with dots as the `VarStore`'s path.

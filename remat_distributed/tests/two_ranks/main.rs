@@ -4,6 +4,7 @@
 //! port, and reads back what each rank wrote.
 
 mod faults;
+mod fsdp_faults;
 mod fsdp_memory;
 mod fsdp_overlap;
 mod fsdp_training;
@@ -28,6 +29,8 @@ fn rank_entry() {
         "overlap" => overlap::rank_main(),
         "fsdp_train" => fsdp_training::rank_main(),
         "fsdp_memory" => fsdp_memory::rank_main(),
+        "fsdp_leaves" => fsdp_faults::leaves_rank_main(),
+        "fsdp_stalls" => fsdp_faults::stalls_rank_main(),
         "fsdp_overlap" => fsdp_overlap::rank_main(),
         other => panic!("unknown scenario {other:?}"),
     }
