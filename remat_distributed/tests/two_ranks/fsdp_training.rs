@@ -225,8 +225,38 @@ pub fn rank_main() {
             let file = out.join(format!("{name}.rank{rank}.step{step}"));
             std::fs::write(file, bits(&full)).unwrap();
         }
+        if name == "none" {
+            reload(&group, &fsdp, world);
+        }
         group.barrier().unwrap();
     }
+}
+
+/// A full state dict loaded into a fresh sharded model gives back the same
+/// full state dict on every rank; a missing or misshapen parameter is an
+/// error naming it.
+fn reload(group: &ProcessGroup, trained: &FullyShardedDataParallel, world: usize) {
+    let full = trained.full_state_dict().unwrap();
+    let s = Setup::new(shard_config(world));
+    let names = blocks(&s);
+    let units: Vec<&str> = names.iter().map(String::as_str).collect();
+    let fresh =
+        FullyShardedDataParallel::from_var_store(group, &s.model.vs, &units, FsdpOptions::default())
+            .unwrap();
+    assert!(bits(&fresh.full_state_dict().unwrap()) != bits(&full));
+    fresh.load_full_state_dict(&full).unwrap();
+    assert!(bits(&fresh.full_state_dict().unwrap()) == bits(&full));
+    let missing: Vec<(String, Tensor)> = full
+        .iter()
+        .filter(|(n, _)| n != "head.bias")
+        .map(|(n, t)| (n.clone(), t.shallow_clone()))
+        .collect();
+    let err = fresh.load_full_state_dict(&missing).unwrap_err().to_string();
+    assert!(err.contains("parameter `head.bias` of unit `root` is missing"), "{err}");
+    let mut wrong = missing;
+    wrong.push(("head.bias".into(), Tensor::zeros([3], (Kind::Float, Device::Cpu))));
+    let err = fresh.load_full_state_dict(&wrong).unwrap_err().to_string();
+    assert!(err.contains("`head.bias` has shape [3]"), "{err}");
 }
 
 /// One process, no checkpoints, the whole model: each rank's rows'
