@@ -103,8 +103,10 @@ remat_dist_err remat_dist_fsdp_gather_into(remat_dist_fsdp* f, size_t i, remat_d
 // The last step's events as (kind, unit, ns) triples, up to `cap` of them;
 // the count goes to *n.
 remat_dist_err remat_dist_fsdp_events(remat_dist_fsdp* f, int64_t* buf, size_t cap, size_t* n);
-// Bytes the units' flat buffers hold now.
-remat_dist_err remat_dist_fsdp_gathered_bytes(remat_dist_fsdp* f, size_t* out);
+// Bytes the units' flat buffers hold now, and the most they held at once
+// during the last backward.
+remat_dist_err remat_dist_fsdp_gathered_bytes(remat_dist_fsdp* f, size_t* now,
+                                              size_t* backward_peak);
 
 #ifdef __cplusplus
 }

@@ -109,6 +109,11 @@ struct State {
   std::vector<size_t> started, started_last, ended;
   std::vector<size_t> reduce_order;
   bool callback_queued = false;
+  // The most bytes the units' buffers held at once during the last
+  // backward (gathered or being gathered): what the planner adds to every
+  // replay's working set (rule F9).
+  size_t backward_peak = 0;
+  bool in_backward = false;
   // Written from Gloo's threads too: its own lock, never held while waiting.
   std::shared_ptr<Log> log = std::make_shared<Log>();
 };
@@ -156,6 +161,14 @@ void hide(Unit& u) {
 
 size_t element_bytes(const Unit& u) { return u.full.element_size(); }
 
+size_t gathered_now(const State& s) {
+  size_t bytes = 0;
+  for (auto& u : s.units) {
+    bytes += u->full.storage().nbytes();
+  }
+  return bytes;
+}
+
 void launch_gather(State& s, size_t i, bool prefetch = false) {
   Unit& u = *s.units[i];
   if (u.gathered || u.gather_work) {
@@ -163,6 +176,9 @@ void launch_gather(State& s, size_t i, bool prefetch = false) {
   }
   at::NoGradGuard no_grad;
   set_bytes(u.full, static_cast<size_t>(u.padded) * element_bytes(u));
+  if (s.in_backward) {
+    s.backward_peak = std::max(s.backward_peak, gathered_now(s));
+  }
   c10d::AllgatherOptions opts;
   opts.timeout = s.timeout;
   // In the compute dtype, on the compute device (rule F8): a copy only when
@@ -277,6 +293,7 @@ void launch_reduce(State& s, size_t i) {
 // its shard's gradient, and every unit still gathered is freed.
 void finish_backward(State& s) {
   s.callback_queued = false;
+  s.in_backward = false;
   for (size_t i = 0; i < s.units.size(); ++i) {
     Unit& u = *s.units[i];
     if (u.reported > 0 && !u.reduced) {
@@ -359,6 +376,8 @@ void pre_backward(const std::weak_ptr<State>& weak, size_t i) {
   s->log->add(kBackwardStart, i);
   if (!s->callback_queued) {
     s->callback_queued = true;
+    s->in_backward = true;
+    s->backward_peak = gathered_now(*s);
     torch::autograd::Engine::get_default_engine().queue_callback([weak] {
       if (auto st = weak.lock()) {
         std::lock_guard<std::recursive_mutex> lock(st->m);
@@ -581,15 +600,13 @@ remat_dist_err remat_dist_fsdp_events(remat_dist_fsdp* f, int64_t* buf, size_t c
   });
 }
 
-remat_dist_err remat_dist_fsdp_gathered_bytes(remat_dist_fsdp* f, size_t* out) {
+remat_dist_err remat_dist_fsdp_gathered_bytes(remat_dist_fsdp* f, size_t* now,
+                                              size_t* backward_peak) {
   return guard([&] {
     State& s = *f->state;
     std::lock_guard<std::recursive_mutex> lock(s.m);
-    size_t bytes = 0;
-    for (auto& u : s.units) {
-      bytes += u->full.storage().nbytes();
-    }
-    *out = bytes;
+    *now = gathered_now(s);
+    *backward_peak = s.backward_peak;
   });
 }
 

@@ -501,7 +501,18 @@ impl FullyShardedDataParallel {
     /// The bytes the units' gathered parameters hold now (zero between
     /// steps with `reshard_after_forward`).
     pub fn gathered_bytes(&self) -> Result<usize> {
-        self.core.raw.gathered_bytes().map_err(Error::Collective)
+        Ok(self.core.raw.gathered_bytes().map_err(Error::Collective)?.0)
+    }
+
+    /// The most bytes of gathered parameters held at once during the last
+    /// backward: the unit in backward, the one prefetched and any unit
+    /// around them (a root unit). While a checkpoint inside a unit
+    /// recomputes, these parameters are alive beside what it rebuilds, so
+    /// a plan for a sharded model counts them: set
+    /// [`Profile::gathered_bytes`](remat_runtime::planner::Profile::gathered_bytes) to this after a
+    /// step (rule F9).
+    pub fn backward_gathered_peak(&self) -> Result<usize> {
+        Ok(self.core.raw.gathered_bytes().map_err(Error::Collective)?.1)
     }
 
     /// The units' names, in order.

@@ -84,6 +84,7 @@ fn profile(shape: &Shape, costs: Costs) -> Profile {
         }],
         runs: 0,
         copy: None,
+        gathered_bytes: 0,
     }
 }
 
@@ -404,5 +405,48 @@ fn three_measured_profiles_agree_with_the_spreads_floor() {
     assert!(
         floored.windows(2).all(|w| w[0] == w[1]),
         "the three profiles disagree with the floor"
+    );
+}
+
+/// A sharded model's gathered parameters (`Profile::gathered_bytes`) are
+/// alive beside every replay: each plan's predicted peak rises by them, a
+/// peak budget raised by them gives the same plan, and the least possible
+/// peak rises by them too (docs/semantics.md, rule F9).
+#[test]
+fn gathered_parameters_of_a_sharded_model_raise_every_predicted_peak() {
+    const GATHERED: i64 = 6 * MIB;
+    let plain = profile(&MEDIUM, medium_costs());
+    let sharded = Profile {
+        gathered_bytes: GATHERED,
+        ..plain.clone()
+    };
+    let (_, peaks) = budgets(&plain);
+    let mut planned = 0;
+    for budget in peaks {
+        let Ok(without) = Plan::for_peak_budget(&plain, budget) else {
+            assert!(Plan::for_peak_budget(&sharded, budget + GATHERED).is_err());
+            continue;
+        };
+        let with = Plan::for_peak_budget(&sharded, budget + GATHERED).unwrap();
+        assert_eq!(choices(&with), choices(&without), "budget {budget}");
+        assert_eq!(with.predicted.peak_bytes, without.predicted.peak_bytes + GATHERED);
+        assert_eq!(with.predicted.kept_bytes, without.predicted.kept_bytes);
+        // The same budget without room for the gathered parameters plans
+        // a lower peak, or none.
+        if let Ok(tight) = Plan::for_peak_budget(&sharded, budget) {
+            assert!(tight.predicted.peak_bytes <= budget);
+        }
+        planned += 1;
+    }
+    assert!(planned > 4, "only {planned} budgets planned");
+    let least = |p: &Profile| {
+        let err = Plan::for_peak_budget(p, 0).unwrap_err().to_string();
+        err.split("peak ").nth(1).unwrap().to_string()
+    };
+    assert_ne!(least(&plain), least(&sharded));
+    let every: Vec<usize> = vec![1; plain.layers.len()];
+    assert_eq!(
+        predict(&sharded, &every).peak_bytes,
+        predict(&plain, &every).peak_bytes + GATHERED
     );
 }

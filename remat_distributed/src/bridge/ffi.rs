@@ -122,5 +122,9 @@ extern "C" {
         cap: usize,
         n: *mut usize,
     ) -> DistErr;
-    pub(crate) fn remat_dist_fsdp_gathered_bytes(f: *mut RawFsdp, out: *mut usize) -> DistErr;
+    pub(crate) fn remat_dist_fsdp_gathered_bytes(
+        f: *mut RawFsdp,
+        now: *mut usize,
+        backward_peak: *mut usize,
+    ) -> DistErr;
 }

@@ -128,11 +128,12 @@ impl Fsdp {
         }
     }
 
-    pub(crate) fn gathered_bytes(&self) -> Result<usize, String> {
-        let mut out = 0usize;
-        // SAFETY: the object is live; `out` is written once.
-        check(unsafe { ffi::remat_dist_fsdp_gathered_bytes(self.0, &mut out) })?;
-        Ok(out)
+    /// Bytes gathered now, and the most at once in the last backward.
+    pub(crate) fn gathered_bytes(&self) -> Result<(usize, usize), String> {
+        let (mut now, mut peak) = (0usize, 0usize);
+        // SAFETY: the object is live; both outputs are written once.
+        check(unsafe { ffi::remat_dist_fsdp_gathered_bytes(self.0, &mut now, &mut peak) })?;
+        Ok((now, peak))
     }
 }
 

@@ -43,9 +43,13 @@ fn group(timeout: Duration) -> ProcessGroup {
 pub fn leaves_rank_main() {
     let group = group(Duration::from_secs(5));
     let net = net();
-    let fsdp =
-        FullyShardedDataParallel::from_var_store(&group, &net.vs, &["a", "b"], FsdpOptions::default())
-            .unwrap();
+    let fsdp = FullyShardedDataParallel::from_var_store(
+        &group,
+        &net.vs,
+        &["a", "b"],
+        FsdpOptions::default(),
+    )
+    .unwrap();
     step(&net, &fsdp).unwrap();
     group.barrier().unwrap();
     if group.rank() == 1 {
@@ -56,7 +60,10 @@ pub fn leaves_rank_main() {
     match step(&net, &fsdp) {
         Ok(()) => println!("LEFT_IN_GATHER: ok"),
         Err(e @ Error::Collective(_)) => {
-            println!("LEFT_IN_GATHER: collective after {:?}: {e}", started.elapsed())
+            println!(
+                "LEFT_IN_GATHER: collective after {:?}: {e}",
+                started.elapsed()
+            )
         }
         Err(e) => println!("LEFT_IN_GATHER: other: {e}"),
     }
@@ -96,8 +103,8 @@ pub fn stalls_rank_main() {
         prefetch: false,
         ..FsdpOptions::default()
     };
-    let fsdp = FullyShardedDataParallel::from_var_store(&group, &net.vs, &["a", "b"], options)
-        .unwrap();
+    let fsdp =
+        FullyShardedDataParallel::from_var_store(&group, &net.vs, &["a", "b"], options).unwrap();
     step(&net, &fsdp).unwrap();
     group.barrier().unwrap();
     let x = Tensor::ones([4, 8], (Kind::Float, Device::Cpu));
@@ -111,7 +118,10 @@ pub fn stalls_rank_main() {
     match fsdp.backward(&y.sum(Kind::Float)) {
         Ok(()) => println!("STALLED_IN_REDUCE: ok"),
         Err(e @ Error::Collective(_)) => {
-            println!("STALLED_IN_REDUCE: collective after {:?}: {e}", started.elapsed())
+            println!(
+                "STALLED_IN_REDUCE: collective after {:?}: {e}",
+                started.elapsed()
+            )
         }
         Err(e) => println!("STALLED_IN_REDUCE: other: {e}"),
     }
@@ -158,9 +168,13 @@ fn world_of_one() -> ProcessGroup {
 fn a_parameter_changed_after_sharding_is_an_error_naming_it() {
     let group = world_of_one();
     let net = net();
-    let fsdp =
-        FullyShardedDataParallel::from_var_store(&group, &net.vs, &["a", "b"], FsdpOptions::default())
-            .unwrap();
+    let fsdp = FullyShardedDataParallel::from_var_store(
+        &group,
+        &net.vs,
+        &["a", "b"],
+        FsdpOptions::default(),
+    )
+    .unwrap();
     step(&net, &fsdp).unwrap();
     let mut w = net.a.ws.shallow_clone();
     tch::no_grad(|| w.set_data(&Tensor::zeros([8, 3], (Kind::Float, Device::Cpu))));
@@ -198,7 +212,10 @@ fn wrong_units_are_refused_by_name() {
     twice.extend(named("a.w"));
     let msg = err(vec![Unit::new("a", twice)]);
     assert!(msg.contains("is also in unit `a`"), "{msg}");
-    let msg = err(vec![Unit::new("a", named("a.")), Unit::new("a", named("b."))]);
+    let msg = err(vec![
+        Unit::new("a", named("a.")),
+        Unit::new("a", named("b.")),
+    ]);
     assert!(msg.contains("two units are named `a`"), "{msg}");
     let msg = err(vec![Unit::new("empty", vec![])]);
     assert!(msg.contains("unit `empty` has no parameters"), "{msg}");
@@ -208,14 +225,25 @@ fn wrong_units_are_refused_by_name() {
         msg.contains("parameter `frozen.w` is not a trainable leaf"),
         "{msg}"
     );
-    let fsdp =
-        FullyShardedDataParallel::from_var_store(&group, &net.vs, &["a", "b"], FsdpOptions::default())
-            .unwrap();
+    let fsdp = FullyShardedDataParallel::from_var_store(
+        &group,
+        &net.vs,
+        &["a", "b"],
+        FsdpOptions::default(),
+    )
+    .unwrap();
     let msg = fsdp.unit("c", || Tensor::new()).unwrap_err().to_string();
-    assert!(msg.contains("no unit is named `c`") && msg.contains("\"a\""), "{msg}");
-    let msg = FullyShardedDataParallel::from_var_store(&group, &net.vs, &["z"], FsdpOptions::default())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(msg.contains("no trainable variable is named `z.…`"), "{msg}");
+    assert!(
+        msg.contains("no unit is named `c`") && msg.contains("\"a\""),
+        "{msg}"
+    );
+    let msg =
+        FullyShardedDataParallel::from_var_store(&group, &net.vs, &["z"], FsdpOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+    assert!(
+        msg.contains("no trainable variable is named `z.…`"),
+        "{msg}"
+    );
 }

@@ -11,7 +11,11 @@ use std::time::Duration;
 use tch::COptimizer;
 
 /// The medium model with a short sequence: its parameters dominate.
-const CFG: Config = Config { b: 1, t: 32, ..MEDIUM };
+const CFG: Config = Config {
+    b: 1,
+    t: 32,
+    ..MEDIUM
+};
 
 fn heap() -> i64 {
     heap_bytes_in_use().expect("glibc's counters") as i64
@@ -46,16 +50,16 @@ pub fn rank_main() {
         prefetch: false,
         ..FsdpOptions::default()
     };
-    let fsdp = FullyShardedDataParallel::from_var_store(&group, &s.model.vs, &units, options)
-        .unwrap();
+    let fsdp =
+        FullyShardedDataParallel::from_var_store(&group, &s.model.vs, &units, options).unwrap();
     let sharded = heap() - before;
     let shard_bytes: i64 = fsdp
         .units()
         .iter()
         .map(|u| fsdp.shard(u).numel() as i64 * 4)
         .sum();
-    let block_params: i64 = s.model.blocks[0].cfg.d * s.model.blocks[0].cfg.d * 12
-        + s.model.blocks[0].cfg.d * 13;
+    let block_params: i64 =
+        s.model.blocks[0].cfg.d * s.model.blocks[0].cfg.d * 12 + s.model.blocks[0].cfg.d * 13;
     let unit_bytes = (block_params + world - 1) / world * world * 4;
     let mut opt = COptimizer::adamw(1e-3, 0.9, 0.999, 0.01, 1e-8, false).unwrap();
     for u in fsdp.units() {
@@ -81,6 +85,14 @@ pub fn rank_main() {
         })
         .unwrap();
     fsdp.backward(&loss).unwrap();
+    // Without prefetch a block's backward runs with the root unit (around
+    // every block) and the block gathered: what the planner must count.
+    let root_bytes = fsdp.shard("root").numel() as i64 * world * 4;
+    assert_eq!(
+        fsdp.backward_gathered_peak().unwrap() as i64,
+        root_bytes + unit_bytes,
+        "the backward's gathered peak"
+    );
     drop(loss);
     let backward = heap() - before;
     opt.step().unwrap();
@@ -107,9 +119,19 @@ fn a_rank_holds_one_nth_of_parameters_gradients_and_optimizer_state() {
     let mut stepped = Vec::new();
     for world in [1usize, 2, 4] {
         let dir = out_dir(&format!("fsdp_memory{world}"));
-        let runs = launch("fsdp_memory", world, |_| true, &dir, Duration::from_secs(300));
+        let runs = launch(
+            "fsdp_memory",
+            world,
+            |_| true,
+            &dir,
+            Duration::from_secs(300),
+        );
         for (rank, run) in runs.iter().enumerate() {
-            assert!(run.success, "world {world}, rank {rank} failed:\n{}", run.output);
+            assert!(
+                run.success,
+                "world {world}, rank {rank} failed:\n{}",
+                run.output
+            );
             let line = run
                 .output
                 .lines()

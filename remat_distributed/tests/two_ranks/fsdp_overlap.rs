@@ -7,7 +7,11 @@ use remat_distributed::{FsdpEventKind, FsdpOptions, FullyShardedDataParallel, Pr
 use remat_reference::model::{batch, block_forward, Config, ModelPolicy, Setup, MEDIUM};
 use std::time::Duration;
 
-const CFG: Config = Config { b: 2, t: 256, ..MEDIUM };
+const CFG: Config = Config {
+    b: 2,
+    t: 256,
+    ..MEDIUM
+};
 
 /// One rank: two steps with and without prefetch; the second step's
 /// prefetches, printed.
@@ -108,7 +112,11 @@ fn the_next_units_gather_overlaps_the_current_units_compute() {
         // Backward: each block's gather starts during the backward of the
         // block after it (the last block's, during the root's).
         let mut backward = vec![format!("layers.{}<root", CFG.l - 1)];
-        backward.extend((0..CFG.l - 1).rev().map(|i| format!("layers.{i}<layers.{}", i + 1)));
+        backward.extend(
+            (0..CFG.l - 1)
+                .rev()
+                .map(|i| format!("layers.{i}<layers.{}", i + 1)),
+        );
         assert!(
             on.contains(&format!("backward=[{}]", backward.join(","))),
             "rank {rank}: {on}"
@@ -122,7 +130,10 @@ fn the_next_units_gather_overlaps_the_current_units_compute() {
             .trim()
             .parse()
             .unwrap();
-        assert!(early >= 1, "rank {rank}: no gather overlapped compute: {on}");
+        assert!(
+            early >= 1,
+            "rank {rank}: no gather overlapped compute: {on}"
+        );
         let off = line(false);
         assert!(
             off.contains("forward=[] backward=[] overlapped=0"),

@@ -240,9 +240,13 @@ fn reload(group: &ProcessGroup, trained: &FullyShardedDataParallel, world: usize
     let s = Setup::new(shard_config(world));
     let names = blocks(&s);
     let units: Vec<&str> = names.iter().map(String::as_str).collect();
-    let fresh =
-        FullyShardedDataParallel::from_var_store(group, &s.model.vs, &units, FsdpOptions::default())
-            .unwrap();
+    let fresh = FullyShardedDataParallel::from_var_store(
+        group,
+        &s.model.vs,
+        &units,
+        FsdpOptions::default(),
+    )
+    .unwrap();
     assert!(bits(&fresh.full_state_dict().unwrap()) != bits(&full));
     fresh.load_full_state_dict(&full).unwrap();
     assert!(bits(&fresh.full_state_dict().unwrap()) == bits(&full));
@@ -251,10 +255,19 @@ fn reload(group: &ProcessGroup, trained: &FullyShardedDataParallel, world: usize
         .filter(|(n, _)| n != "head.bias")
         .map(|(n, t)| (n.clone(), t.shallow_clone()))
         .collect();
-    let err = fresh.load_full_state_dict(&missing).unwrap_err().to_string();
-    assert!(err.contains("parameter `head.bias` of unit `root` is missing"), "{err}");
+    let err = fresh
+        .load_full_state_dict(&missing)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("parameter `head.bias` of unit `root` is missing"),
+        "{err}"
+    );
     let mut wrong = missing;
-    wrong.push(("head.bias".into(), Tensor::zeros([3], (Kind::Float, Device::Cpu))));
+    wrong.push((
+        "head.bias".into(),
+        Tensor::zeros([3], (Kind::Float, Device::Cpu)),
+    ));
     let err = fresh.load_full_state_dict(&wrong).unwrap_err().to_string();
     assert!(err.contains("`head.bias` has shape [3]"), "{err}");
 }
@@ -346,7 +359,10 @@ fn check_world(world: usize) {
     let bf16 = single_process(Mode::Bf16, world);
     let bf16_params = single_process(Mode::Bf16Params, world);
     assert!(fp32 != bf16, "autocast changed nothing");
-    assert!(fp32 != bf16_params && bf16 != bf16_params, "bf16 parameters changed nothing");
+    assert!(
+        fp32 != bf16_params && bf16 != bf16_params,
+        "bf16 parameters changed nothing"
+    );
     for Run { name, mode, .. } in RUNS {
         let expected = match mode {
             Mode::Bf16 => &bf16,

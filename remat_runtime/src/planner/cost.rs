@@ -133,6 +133,13 @@ pub struct Profile {
     /// With offload considered ([`profile_with_offload`](crate::planner::profile_with_offload)): the measured
     /// copy cost that offloading choices pay. `None`: no choice offloads.
     pub copy: Option<CopyCost>,
+    /// Bytes of parameters gathered while any layer's backward runs, 0
+    /// unless the model is sharded: `remat_distributed`'s
+    /// `FullyShardedDataParallel::backward_gathered_peak` after a step (the
+    /// unit in backward, the one prefetched, a root unit around them). They
+    /// are alive beside every replay's working set, so the predicted peak
+    /// and peak budgets count them.
+    pub gathered_bytes: i64,
 }
 
 impl Profile {
@@ -234,7 +241,8 @@ pub struct Prediction {
     /// Bytes kept at the forward→backward point (the measure of
     /// [`measure_kept_bytes`](crate::planner::measure_kept_bytes)).
     pub kept_bytes: i64,
-    /// `kept_bytes` plus the largest working set of a replay.
+    /// `kept_bytes` plus the largest working set of a replay, plus the
+    /// profile's [`gathered_bytes`](Profile::gathered_bytes).
     pub peak_bytes: i64,
     /// Total replay time in one backward, ns.
     pub replay_ns: u64,
@@ -265,7 +273,7 @@ pub fn predict(profile: &Profile, choices: &[usize]) -> Prediction {
     }
     Prediction {
         kept_bytes: kept,
-        peak_bytes: kept + ws,
+        peak_bytes: kept + ws + profile.gathered_bytes,
         replay_ns: replay,
         spread_ns: spread,
     }

@@ -214,6 +214,7 @@ fn profile_inner(
         kinds,
         runs: 0,
         copy: None,
+        gathered_bytes: 0,
     };
     for k in 0..profile.kinds.len() {
         let rep = profile.kinds[k].members[0];
@@ -642,6 +643,7 @@ mod tests {
             kinds,
             runs: 0,
             copy: None,
+            gathered_bytes: 0,
         };
         moved_bytes(&mut profile);
         let copy = CopyCost {

@@ -252,7 +252,7 @@ pub(super) fn for_kept(profile: &Profile, cap: i64) -> Option<Vec<usize>> {
 /// rule's pick among its equivalents.
 pub(super) fn for_peak(profile: &Profile, bytes: i64) -> Option<Vec<usize>> {
     let caps = working_set_caps(profile);
-    let cap = |w: i64| bytes - w - profile.baseline_bytes;
+    let cap = |w: i64| bytes - w - profile.baseline_bytes - profile.gathered_bytes;
     let mut fast: Option<(u64, i64, Vec<usize>)> = None;
     for &w in &caps {
         let allowed = move |c: &ChoiceCost| c.working_set <= w;
@@ -330,4 +330,5 @@ pub(super) fn least_peak(profile: &Profile) -> i64 {
         })
         .min()
         .unwrap_or(profile.baseline_bytes)
+        + profile.gathered_bytes
 }
