@@ -221,4 +221,56 @@ impl FsdpStats {
         }
         out
     }
+
+    /// Time some collective of the step was in flight: the union of each
+    /// gather's span (launch or prefetch to completion) and each
+    /// reduce-scatter's (launch to the end of backward's wait for it, an
+    /// upper bound: Gloo's reduce-scatter reports no completion of its
+    /// own).
+    pub fn communication(&self) -> Duration {
+        let mut spans: Vec<(Duration, Duration)> = Vec::new();
+        let mut open: Vec<(&str, FsdpEventKind, Duration)> = Vec::new();
+        for e in &self.events {
+            let (start, end) = match e.kind {
+                FsdpEventKind::GatherLaunch | FsdpEventKind::Prefetch => (true, false),
+                FsdpEventKind::ReduceLaunch => (true, false),
+                FsdpEventKind::GatherDone | FsdpEventKind::ReduceDone => (false, true),
+                _ => (false, false),
+            };
+            let family = |k: FsdpEventKind| match k {
+                FsdpEventKind::ReduceLaunch | FsdpEventKind::ReduceDone => {
+                    FsdpEventKind::ReduceLaunch
+                }
+                _ => FsdpEventKind::GatherLaunch,
+            };
+            if start {
+                open.push((&e.unit, family(e.kind), e.at));
+            } else if end {
+                if let Some(at) = open
+                    .iter()
+                    .position(|(u, k, _)| *u == e.unit && *k == family(e.kind))
+                {
+                    let (_, _, begun) = open.remove(at);
+                    spans.push((begun, e.at));
+                }
+            }
+        }
+        spans.sort();
+        let mut total = Duration::ZERO;
+        let mut current: Option<(Duration, Duration)> = None;
+        for (a, b) in spans {
+            current = match current {
+                Some((s, e)) if a <= e => Some((s, e.max(b))),
+                Some((s, e)) => {
+                    total += e - s;
+                    Some((a, b))
+                }
+                None => Some((a, b)),
+            };
+        }
+        if let Some((s, e)) = current {
+            total += e - s;
+        }
+        total
+    }
 }

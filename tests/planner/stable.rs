@@ -429,7 +429,10 @@ fn gathered_parameters_of_a_sharded_model_raise_every_predicted_peak() {
         };
         let with = Plan::for_peak_budget(&sharded, budget + GATHERED).unwrap();
         assert_eq!(choices(&with), choices(&without), "budget {budget}");
-        assert_eq!(with.predicted.peak_bytes, without.predicted.peak_bytes + GATHERED);
+        assert_eq!(
+            with.predicted.peak_bytes,
+            without.predicted.peak_bytes + GATHERED
+        );
         assert_eq!(with.predicted.kept_bytes, without.predicted.kept_bytes);
         // The same budget without room for the gathered parameters plans
         // a lower peak, or none.

@@ -132,6 +132,28 @@ pub(crate) fn test_train_crate() -> Result<()> {
         ],
         &[("REMAT_DIST_TIMEOUT", "60")],
     )?;
+    // Sharded (docs/distributed.md, "Sharded data parallel"): the same on
+    // two ranks through FullyShardedDataParallel, each block a unit; the
+    // ranks' full parameters (gathered) bitwise equal after every step.
+    train_checked(
+        "the training example sharded on 2 ranks (--fsdp), full parameters bitwise equal across \
+         ranks after every step",
+        "train_gpt_smoke_fsdp",
+        &[
+            "--ranks",
+            "2",
+            "--fsdp",
+            "--policy",
+            "none,full",
+            "--budget",
+            "250KiB",
+            "--steps",
+            "4",
+            "--threads",
+            "1",
+        ],
+        &[("REMAT_DIST_TIMEOUT", "60")],
+    )?;
     eprintln!("xtask test: the training example passed");
     Ok(())
 }

@@ -28,10 +28,19 @@ pub struct Planned {
 /// under `ModelPolicy::Auto`, with no plan yet), plans for `opts`' budget
 /// (the planner's error, stating the least possible, when it is too small),
 /// prints the plan on stderr and writes it to `<out>/plan.json`.
-pub fn plan(opts: &Options, forward: impl FnMut() -> Tensor) -> Result<Planned, String> {
+///
+/// `gathered` gives, after profiling, the bytes of sharded parameters
+/// gathered during a backward (0 unless `--fsdp`), which every predicted
+/// peak counts (docs/semantics.md, rule F9).
+pub fn plan(
+    opts: &Options,
+    forward: impl FnMut() -> Tensor,
+    gathered: impl FnOnce() -> i64,
+) -> Result<Planned, String> {
     let budget = opts.budget()?;
     let started = Instant::now();
-    let profile = planner::profile(forward).map_err(|e| format!("profiling the model: {e}"))?;
+    let mut profile = planner::profile(forward).map_err(|e| format!("profiling the model: {e}"))?;
+    profile.gathered_bytes = gathered();
     let profiled = started.elapsed();
     let plan = if opts.peak {
         Plan::for_peak_budget(&profile, budget)

@@ -1,20 +1,50 @@
 //! A child's side of a data-parallel run (`--ranks N`, `--rank R
-//! --world-size N`): joining the group through remat_distributed, taking
-//! this rank's shard of each batch, averaging the logged loss, and under
-//! `--check` comparing the parameters with rank 0's after every step.
+//! --world-size N`): joining the group through remat_distributed (DDP, or
+//! with `--fsdp` sharded units), taking this rank's shard of each batch,
+//! averaging the logged loss, and under `--check` comparing the parameters
+//! (the full ones, gathered, under `--fsdp`) with rank 0's after every step.
 //!
 //! Invariant: every rank draws the same global batch (same seed) and keeps
-//! rows `rank, rank + N, ...`; the gradients DDP averages are those of the
-//! whole batch, whatever the policy (docs/semantics.md, rules W5, W6).
+//! rows `rank, rank + N, ...`; the gradients DDP or the units average are
+//! those of the whole batch, whatever the policy (docs/semantics.md, rules
+//! W5, W6, F5).
 
 use crate::options::Options;
-use remat_distributed::{DdpOptions, DistributedDataParallel, InitOptions, ProcessGroup, ReduceOp};
+use remat_distributed::{
+    DdpOptions, DistributedDataParallel, FsdpEventKind, FsdpOptions, FullyShardedDataParallel,
+    InitOptions, ProcessGroup, ReduceOp,
+};
+use remat_reference::model::{block_forward, Model, ModelPolicy};
 use tch::{Kind, Tensor};
+
+/// How the ranks share the work.
+pub enum Parallel {
+    /// Every rank holds the whole model; gradients are all-reduced.
+    Ddp(DistributedDataParallel),
+    /// Each block a unit, the rest a `root` unit.
+    Fsdp(FullyShardedDataParallel),
+}
 
 /// This process's place in a data-parallel run.
 pub struct Rank {
     pub group: ProcessGroup,
-    pub ddp: DistributedDataParallel,
+    pub parallel: Parallel,
+}
+
+/// What a sharded rank holds and moved over one step (`--fsdp`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sharded {
+    /// This rank's shards of the parameters, bytes.
+    pub params: i64,
+    /// Their gradients (the same size).
+    pub grads: i64,
+    /// AdamW's two moments on the shards.
+    pub optimizer: i64,
+    /// The most gathered parameters at once during the last backward.
+    pub gathered: i64,
+    /// Gathers issued ahead of their unit (prefetched) and in all, last step.
+    pub prefetched: usize,
+    pub gathers: usize,
 }
 
 /// The group's options from the command line a child was given; the
@@ -49,7 +79,96 @@ impl Rank {
         let group = ProcessGroup::init(init).map_err(|e| e.to_string())?;
         let ddp = DistributedDataParallel::from_var_store(&group, vs, DdpOptions::default())
             .map_err(|e| e.to_string())?;
-        Ok(Rank { group, ddp })
+        Ok(Rank {
+            group,
+            parallel: Parallel::Ddp(ddp),
+        })
+    }
+
+    /// Joins the group and shards `model`: one unit per block, the rest a
+    /// `root` unit. From here on the model's parameters hold no bytes
+    /// between uses; every forward goes through [`Rank::sharded_loss`].
+    pub fn join_sharded(init: &InitOptions, model: &Model) -> Result<Rank, String> {
+        let group = ProcessGroup::init(init).map_err(|e| e.to_string())?;
+        let names = unit_names(model);
+        let units: Vec<&str> = names.iter().map(String::as_str).collect();
+        let fsdp = FullyShardedDataParallel::from_var_store(
+            &group,
+            &model.vs,
+            &units,
+            FsdpOptions::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Rank {
+            group,
+            parallel: Parallel::Fsdp(fsdp),
+        })
+    }
+
+    /// The sharded model's loss under `policy`: the root unit around the
+    /// model, each block a unit around its checkpoint (rule F3).
+    pub fn sharded_loss(
+        fsdp: &FullyShardedDataParallel,
+        model: &Model,
+        x: &Tensor,
+        y: &Tensor,
+        policy: ModelPolicy,
+    ) -> Tensor {
+        let names = unit_names(model);
+        fsdp.unit("root", || {
+            model.loss_through(x, y, |mut h| {
+                for (block, name) in model.blocks.iter().zip(&names) {
+                    h = fsdp
+                        .unit(name, || block_forward(block, &h, policy))
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+                h
+            })
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs the step's forward (DDP's, which readies its Reducer).
+    pub fn forward(&self, f: impl FnOnce() -> Tensor) -> Result<Tensor, String> {
+        match &self.parallel {
+            Parallel::Ddp(ddp) => ddp.forward(f).map_err(|e| e.to_string()),
+            Parallel::Fsdp(_) => Ok(f()),
+        }
+    }
+
+    /// The step's backward; a lost or late peer is an error naming it
+    /// (rules W8), not a panic out of tch's backward.
+    pub fn backward(&self, loss: &Tensor) -> Result<(), String> {
+        match &self.parallel {
+            Parallel::Ddp(ddp) => ddp.backward(loss).map_err(|e| e.to_string()),
+            Parallel::Fsdp(fsdp) => fsdp.backward(loss).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// What a sharded rank holds and moved; `None` under DDP.
+    pub fn sharded(&self) -> Result<Option<Sharded>, String> {
+        let Parallel::Fsdp(fsdp) = &self.parallel else {
+            return Ok(None);
+        };
+        let params: i64 = fsdp
+            .units()
+            .iter()
+            .map(|u| {
+                let s = fsdp.shard(u);
+                s.numel() as i64 * s.kind().elt_size_in_bytes() as i64
+            })
+            .sum();
+        let stats = fsdp.last_step().map_err(|e| e.to_string())?;
+        let count = |k| stats.events.iter().filter(|e| e.kind == k).count();
+        let prefetched = count(FsdpEventKind::Prefetch);
+        Ok(Some(Sharded {
+            params,
+            grads: params,
+            optimizer: 2 * params,
+            gathered: fsdp.backward_gathered_peak().map_err(|e| e.to_string())? as i64,
+            prefetched,
+            gathers: prefetched + count(FsdpEventKind::GatherLaunch),
+        }))
     }
 
     /// The ranks' mean of a shard's loss, for the log.
@@ -61,18 +180,40 @@ impl Rank {
         f64::try_from(&logged).map_err(|e| e.to_string())
     }
 
-    /// The last backward's time in c10d communication, ns (the union of
-    /// its buckets' launch-to-completion spans, docs/semantics.md, rule W9).
+    /// The last step's time in c10d communication, ns: under DDP the union
+    /// of its buckets' launch-to-completion spans (rule W9); sharded, the
+    /// union of its gathers' and reduce-scatters' spans (rule F7).
     pub fn comm_ns(&self) -> Result<u64, String> {
-        let stats = self.ddp.last_backward().map_err(|e| e.to_string())?;
-        Ok(stats.communication().as_nanos() as u64)
+        match &self.parallel {
+            Parallel::Ddp(ddp) => {
+                let stats = ddp.last_backward().map_err(|e| e.to_string())?;
+                Ok(stats.communication().as_nanos() as u64)
+            }
+            Parallel::Fsdp(fsdp) => {
+                let stats = fsdp.last_step().map_err(|e| e.to_string())?;
+                Ok(stats.communication().as_nanos() as u64)
+            }
+        }
+    }
+
+    /// The parameters every rank must agree on: DDP's own, or the sharded
+    /// model's full state dict (gathered: a collective), in name order.
+    fn compared(&self) -> Result<Vec<Tensor>, String> {
+        match &self.parallel {
+            Parallel::Ddp(ddp) => Ok(ddp.parameters().iter().map(Tensor::shallow_clone).collect()),
+            Parallel::Fsdp(fsdp) => {
+                let mut full = fsdp.full_state_dict().map_err(|e| e.to_string())?;
+                full.sort_by(|a, b| a.0.cmp(&b.0));
+                Ok(full.into_iter().map(|(_, t)| t).collect())
+            }
+        }
     }
 
     /// `Err` on every rank unless every rank's parameters hash like rank
     /// 0's: each compares rank 0's broadcast hash with its own, then the
     /// mismatches are summed, so all ranks agree on the verdict.
     pub fn check_equal(&self, step: usize) -> Result<(), String> {
-        let own = hash(self.ddp.parameters());
+        let own = hash(&self.compared()?);
         let mut zero = Tensor::from_slice(&[own as i64]);
         self.group
             .broadcast(&mut zero, 0)
@@ -92,6 +233,15 @@ impl Rank {
             )),
         }
     }
+}
+
+/// The units of a sharded model: its blocks by checkpoint name.
+fn unit_names(model: &Model) -> Vec<String> {
+    model
+        .blocks
+        .iter()
+        .map(|b| format!("layers.{}", b.index))
+        .collect()
 }
 
 /// Rank `rank`'s rows of a global batch: `rank, rank + world, ...`.

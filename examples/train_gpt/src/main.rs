@@ -83,7 +83,7 @@ fn parent(opts: &Options) -> Result<(), String> {
         corpus.val.len()
     );
     let ranks = ranks::Ranks::of(opts)?;
-    if let Some(line) = ranks.describe() {
+    if let Some(line) = ranks.describe(opts.fsdp) {
         println!("{line}");
     }
     let policies = opts.policies();
@@ -139,10 +139,15 @@ fn parent(opts: &Options) -> Result<(), String> {
     );
     let rank_table = (!per_rank.is_empty()).then(|| ranks::table(&per_rank));
     if let Some(t) = &rank_table {
-        println!(
-            "\nper rank: peak resident (VmHWM), median step, communication (time some bucket's \
-             all-reduce was in flight in c10d, over step time)\n{t}"
-        );
+        let what = if opts.fsdp {
+            "communication (time some gather or reduce-scatter was in flight in c10d, over step \
+             time); a rank's shards of the parameters, their gradients and AdamW's moments; the \
+             most parameters gathered at once in backward; gathers of the last step issued ahead \
+             of their unit"
+        } else {
+            "communication (time some bucket's all-reduce was in flight in c10d, over step time)"
+        };
+        println!("\nper rank: peak resident (VmHWM), median step, {what}\n{t}");
     }
     let planned = match results.iter().find(|r| r.policy == ModelPolicy::Auto) {
         Some(_) if opts.has_table() => {

@@ -90,6 +90,12 @@ pub struct Options {
     /// remat_distributed's DDP (the same global batch as one rank).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub ranks: usize,
+    /// With --ranks N (or --rank): sharded data parallel instead of DDP,
+    /// through remat_distributed's FullyShardedDataParallel: each block a
+    /// unit, the embeddings, final norm and head a `root` unit; a rank
+    /// holds 1/N of the parameters, gradients and AdamW state.
+    #[arg(long)]
+    pub fsdp: bool,
     /// Join a data-parallel run that spans machines as this rank (with
     /// --world-size, --master-addr, --master-port). Without it, torchrun's
     /// RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are read when set.
@@ -323,6 +329,9 @@ impl Options {
         if self.check {
             args.push("--check".into());
         }
+        if self.fsdp {
+            args.push("--fsdp".into());
+        }
         args
     }
 }
@@ -514,5 +523,9 @@ mod tests {
         assert_eq!(child.out, PathBuf::from("o").join("rank1"));
         let zero = opts.rank_args(ModelPolicy::Full, 0, 2, "127.0.0.1", 1234, true);
         assert!(zero.contains(&"--out=o".to_string()), "{zero:?}");
+        assert!(!child.fsdp);
+        let sharded = parse(&["--ranks", "2", "--fsdp"]).unwrap();
+        let args = sharded.rank_args(ModelPolicy::Full, 1, 2, "127.0.0.1", 1234, true);
+        assert!(args.contains(&"--fsdp".to_string()), "{args:?}");
     }
 }

@@ -4,6 +4,7 @@
 //! Invariant: losses are written with Rust's shortest round-trip float
 //! formatting, so the parent compares the exact values the child computed.
 
+use crate::data_parallel::Sharded;
 use remat_reference::model::ModelPolicy;
 use remat_reference::numbers::median;
 use std::io::Write;
@@ -38,6 +39,8 @@ pub struct RunResult {
     pub device_peak: Option<i64>,
     /// In a data-parallel run: each step's time in c10d communication, ns.
     pub comm_ns: Vec<u64>,
+    /// Under `--fsdp`: what the rank holds and gathered.
+    pub sharded: Option<Sharded>,
 }
 
 /// What the planned run predicted from its profile and measured on the
@@ -105,6 +108,13 @@ impl<W: Write> Emit<W> {
         self.line(format_args!("comm {ns}"));
     }
 
+    pub fn sharded(&mut self, s: &Sharded) {
+        self.line(format_args!(
+            "sharded {} {} {} {} {} {}",
+            s.params, s.grads, s.optimizer, s.gathered, s.prefetched, s.gathers
+        ));
+    }
+
     pub fn device_peak(&mut self, bytes: i64) {
         self.line(format_args!("device_peak {bytes}"));
     }
@@ -136,6 +146,7 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
         plan: None,
         device_peak: None,
         comm_ns: Vec::new(),
+        sharded: None,
     };
     for line in text.lines() {
         let bad = || format!("unexpected line from the training process: {line:?}");
@@ -175,6 +186,16 @@ pub fn parse(policy: ModelPolicy, text: &str) -> Result<RunResult, String> {
                 num("val")?.parse().map_err(|_| bad())?,
             )),
             "comm" => r.comm_ns.push(num("ns")?.parse().map_err(|_| bad())?),
+            "sharded" => {
+                r.sharded = Some(Sharded {
+                    params: num("params")?.parse().map_err(|_| bad())?,
+                    grads: num("grads")?.parse().map_err(|_| bad())?,
+                    optimizer: num("optimizer")?.parse().map_err(|_| bad())?,
+                    gathered: num("gathered")?.parse().map_err(|_| bad())?,
+                    prefetched: num("prefetched")?.parse().map_err(|_| bad())?,
+                    gathers: num("gathers")?.parse().map_err(|_| bad())?,
+                })
+            }
             "device_peak" => r.device_peak = Some(num("bytes")?.parse().map_err(|_| bad())?),
             "peak_rss" => r.peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),
             "early_peak_rss" => r.early_peak_rss = Some(num("bytes")?.parse().map_err(|_| bad())?),

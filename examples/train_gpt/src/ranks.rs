@@ -85,6 +85,13 @@ impl Ranks {
         } else {
             Ranks::One
         };
+        if opts.fsdp && ranks == Ranks::One {
+            return Err(
+                "--fsdp shards the model over ranks: add --ranks N (or --rank with the group's \
+                 options)"
+                    .into(),
+            );
+        }
         let b = opts.model_config().b as usize;
         match ranks.world() {
             Some(w) if !b.is_multiple_of(w) => Err(format!(
@@ -106,8 +113,13 @@ impl Ranks {
     }
 
     /// What the header says.
-    pub fn describe(&self) -> Option<String> {
-        let how = "each on rows r, r+N, ... of every batch, through remat_distributed's DDP";
+    pub fn describe(&self, fsdp: bool) -> Option<String> {
+        let how = if fsdp {
+            "each on rows r, r+N, ... of every batch, parameters, gradients and AdamW state \
+             sharded through remat_distributed's FullyShardedDataParallel"
+        } else {
+            "each on rows r, r+N, ... of every batch, through remat_distributed's DDP"
+        };
         match self {
             Ranks::One => None,
             Ranks::Local(n) => Some(format!(
@@ -221,19 +233,33 @@ fn free_port() -> Result<u16, String> {
 }
 
 /// One row per policy and rank: peak resident bytes, median step time and
-/// the share of step time spent in c10d communication (the union of the
-/// buckets' all-reduce spans, docs/semantics.md rule W9, over the steps'
-/// total time).
+/// the share of step time spent in c10d communication (DDP: the union of
+/// the buckets' all-reduce spans, docs/semantics.md rule W9; sharded: of
+/// the gathers' and reduce-scatters', rule F7, over the steps' total time);
+/// sharded runs add what a rank holds (its shards of the parameters, their
+/// gradients and AdamW's moments), the most parameters gathered at once in
+/// backward, and how many of the last step's gathers were prefetched.
 pub fn table(rows: &[(ModelPolicy, Vec<(usize, RunResult)>)]) -> String {
     let mut s = String::new();
-    let _ = writeln!(
+    let sharded = rows
+        .iter()
+        .any(|(_, ranks)| ranks.iter().any(|(_, r)| r.sharded.is_some()));
+    let _ = write!(
         s,
         "{:<10} {:>5} {:>14} {:>12} {:>14}",
         "policy", "rank", "peak resident", "median step", "communication"
     );
+    if sharded {
+        let _ = write!(
+            s,
+            " {:>11} {:>11} {:>11} {:>11} {:>11}",
+            "parameters", "gradients", "optimizer", "gathered", "prefetched"
+        );
+    }
+    s.push('\n');
     for (policy, ranks) in rows {
         for (rank, r) in ranks {
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "{:<10} {:>5} {:>14} {:>12} {:>14}",
                 policy_name(*policy),
@@ -246,6 +272,18 @@ pub fn table(rows: &[(ModelPolicy, Vec<(usize, RunResult)>)]) -> String {
                     .map(|f| format!("{:.1}%", f * 100.0))
                     .unwrap_or_else(|| "n/a".into()),
             );
+            if let Some(h) = &r.sharded {
+                let _ = write!(
+                    s,
+                    " {:>11} {:>11} {:>11} {:>11} {:>11}",
+                    human_bytes(h.params),
+                    human_bytes(h.grads),
+                    human_bytes(h.optimizer),
+                    human_bytes(h.gathered),
+                    format!("{}/{}", h.prefetched, h.gathers),
+                );
+            }
+            s.push('\n');
         }
     }
     s
@@ -287,5 +325,8 @@ mod tests {
         assert!(err.contains("does not split into 3 equal shards"), "{err}");
         let err = ranks(&["--ranks", "2", "--rank", "0"]).unwrap_err();
         assert!(err.contains("drop --rank"), "{err}");
+        let err = ranks(&["--fsdp"]).unwrap_err();
+        assert!(err.contains("--fsdp shards the model over ranks"), "{err}");
+        assert_eq!(ranks(&["--fsdp", "--ranks", "2"]), Ok(Ranks::Local(2)));
     }
 }

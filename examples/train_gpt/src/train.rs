@@ -18,6 +18,9 @@
 //! In a data-parallel run (`data_parallel.rs`) each step's forward runs
 //! on this rank's shard through remat_distributed's DDP, the logged loss
 //! is the ranks' mean, and each step reports its time in communication.
+//! With `--fsdp` the model is sharded before anything runs: every forward
+//! (the set-up's, the profile's, the evaluation's) goes through its units,
+//! AdamW steps the shards, and the run reports what a rank holds.
 //!
 //! Invariant: the only thing that differs between policies is the policy
 //! passed to `Model::loss` (and, for `auto`, the plan active around it);
@@ -26,7 +29,7 @@
 
 use crate::budget;
 use crate::corpus::{Corpus, Sampler};
-use crate::data_parallel::{self, Rank};
+use crate::data_parallel::{self, Parallel, Rank};
 use crate::options::{policy_name, Options};
 use crate::policy_table;
 use crate::protocol::Emit;
@@ -73,9 +76,23 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         None => cfg,
     };
     let model = Model::on(model_cfg, opts.seed as i64, device);
+    // Sharded before any forward: the units gather what each one runs.
+    let sharded = match (&init, opts.fsdp) {
+        (Some(i), true) => Some(Rank::join_sharded(i, &model)?),
+        _ => None,
+    };
+    let fsdp = sharded.as_ref().and_then(|r| match &r.parallel {
+        Parallel::Fsdp(f) => Some(f),
+        Parallel::Ddp(_) => None,
+    });
     let mut opt = nn::AdamW::default()
-        .build(&model.vs, opts.lr)
+        .build(fsdp.map_or(&model.vs, |f| f.shards()), opts.lr)
         .map_err(|e| format!("AdamW: {e}"))?;
+    // The model's loss under a policy: through the units when sharded.
+    let model_loss = |x: &Tensor, y: &Tensor, policy: ModelPolicy| match fsdp {
+        Some(f) => Rank::sharded_loss(f, &model, x, y, policy),
+        None => model.loss(x, y, policy),
+    };
     let mut emit = Emit(std::io::stdout().lock());
     let mut batches = Sampler::new(opts.seed);
 
@@ -88,7 +105,7 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
     let (x, y) = (shard(x), shard(y));
     // The model's forward and loss at the run's precision: what the planner
     // profiles and what every step runs.
-    let loss = |x: &Tensor, y: &Tensor| opts.autocast.scope(device, || model.loss(x, y, policy));
+    let loss = |x: &Tensor, y: &Tensor| opts.autocast.scope(device, || model_loss(x, y, policy));
     let table = match policy {
         ModelPolicy::Auto if opts.has_table() => {
             Some(policy_table::checked(opts, || loss(&x, &y))?)
@@ -96,7 +113,12 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         _ => None,
     };
     let plan = match policy {
-        ModelPolicy::Auto if table.is_none() => Some(budget::plan(opts, || loss(&x, &y))?),
+        ModelPolicy::Auto if table.is_none() => {
+            // A sharded model's gathered parameters are alive beside every
+            // replay (rule F9): the profile's own steps measured them.
+            let gathered = || fsdp.map_or(0, |f| f.backward_gathered_peak().unwrap_or(0) as i64);
+            Some(budget::plan(opts, || loss(&x, &y), gathered)?)
+        }
         _ => None,
     };
     // The forward of every step: under the plan or table, if there is one.
@@ -114,10 +136,11 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
 
     // Joined after the set-up's forwards and backward, as the Reducer must
     // see only the training steps' backwards.
-    let rank = match &init {
-        Some(i) => Some(Rank::join(i, &model.vs)?),
-        None => None,
+    let joined = match (&init, &sharded) {
+        (Some(i), None) => Some(Rank::join(i, &model.vs)?),
+        _ => None,
     };
+    let rank = sharded.as_ref().or(joined.as_ref());
 
     let bar = ProgressBar::new(opts.steps as u64);
     bar.set_style(
@@ -131,43 +154,45 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         remat::diagnostics::device::reset_cuda_peak(device).map_err(|e| e.to_string())?;
     }
     let started = Instant::now();
+    let mut held = None;
     for step in 1..=opts.steps {
         let (x, y) = batches.batch_on(&corpus.train, cfg, device);
         let (x, y) = (shard(x), shard(y));
         remat::diagnostics::device::synchronize(device);
         let t0 = Instant::now();
-        let loss = match &rank {
-            Some(r) => r
-                .ddp
-                .forward(|| forward(&x, &y))
-                .map_err(|e| e.to_string())?,
+        let loss = match rank {
+            Some(r) => r.forward(|| forward(&x, &y))?,
             None => forward(&x, &y),
         };
         opt.zero_grad();
-        match &rank {
+        match rank {
             // A lost or late peer is an error naming it (rule W8), not a
             // panic out of tch's backward.
-            Some(r) => r.ddp.backward(&loss).map_err(|e| e.to_string())?,
+            Some(r) => r.backward(&loss)?,
             None => loss.backward(),
         }
         opt.step();
         remat::diagnostics::device::synchronize(device);
         let ns = t0.elapsed().as_nanos() as u64;
-        let loss = match &rank {
+        let loss = match rank {
             Some(r) => r.mean_loss(&loss)?,
             None => f64::try_from(&loss).map_err(|e| format!("loss: {e}"))?,
         };
         emit.step(loss, ns);
-        if let Some(r) = &rank {
+        if let Some(r) = rank {
             emit.comm(r.comm_ns()?);
             if opts.check {
                 r.check_equal(step)?;
             }
         }
+        if step == opts.steps {
+            // Before the evaluation's forwards start a step of their own.
+            held = rank.map(Rank::sharded).transpose()?.flatten();
+        }
         if step % every == 0 || step == opts.steps {
-            let (train, val) = opts
-                .autocast
-                .scope(device, || evaluate(&model, &corpus, model_cfg, opts.seed));
+            let (train, val) = opts.autocast.scope(device, || {
+                evaluate(&model_loss, &corpus, model_cfg, opts.seed, device)
+            });
             emit.eval(step, train, val);
         }
         if step == (opts.steps / 10).max(1) {
@@ -181,6 +206,9 @@ pub fn run(opts: &Options, policy: ModelPolicy) -> Result<(), String> {
         ));
     }
     bar.finish();
+    if let Some(held) = &held {
+        emit.sharded(held);
+    }
     emit.peak_rss(peak_resident_bytes());
     if device.is_cuda() {
         let memory = remat::diagnostics::device::cuda_memory(device).map_err(|e| e.to_string())?;
@@ -212,15 +240,21 @@ fn saved_for_backward(forward: impl FnOnce() -> Tensor) -> (i64, i64, Vec<(Strin
 
 /// Mean loss on fixed training and validation batches, without autograd
 /// (so the same for every policy), at the caller's autocast state.
-fn evaluate(model: &Model, corpus: &Corpus, cfg: Config, seed: u64) -> (f64, f64) {
+fn evaluate(
+    model_loss: &dyn Fn(&Tensor, &Tensor, ModelPolicy) -> Tensor,
+    corpus: &Corpus,
+    cfg: Config,
+    seed: u64,
+    device: tch::Device,
+) -> (f64, f64) {
     let mean = |bytes: &[u8]| {
         // Its own stream, so evaluating draws nothing from the training batches.
         let mut batches = Sampler::new(seed ^ 0x5eed_e7a1);
         let n = eval_batches(cfg);
         let sum: f64 = (0..n)
             .map(|_| {
-                let (x, y) = batches.batch_on(bytes, cfg, model.device());
-                let loss = tch::no_grad(|| model.loss(&x, &y, ModelPolicy::None));
+                let (x, y) = batches.batch_on(bytes, cfg, device);
+                let loss = tch::no_grad(|| model_loss(&x, &y, ModelPolicy::None));
                 f64::try_from(&loss).expect("a scalar loss")
             })
             .sum();
