@@ -260,3 +260,27 @@ pub(crate) fn is_communication(message: &str) -> bool {
     ];
     MARKS.iter().any(|m| message.contains(m))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_communication;
+
+    /// What NCCL and Gloo say when a peer is gone or late counts as
+    /// communication (rule W8), so that both backends' failures in a
+    /// backward are `Error::Collective`; a model's own error is not.
+    #[test]
+    fn nccl_and_gloo_failures_are_communication_and_model_errors_are_not() {
+        for message in [
+            "NCCL error in: ProcessGroupNCCL.cpp:1935, unhandled system error",
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3)",
+            "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer",
+            "Application timeout caused pair closure",
+            "c10d::TCPStore: Timed out after 5000ms",
+        ] {
+            assert!(is_communication(message), "{message}");
+        }
+        assert!(!is_communication(
+            "mat1 and mat2 shapes cannot be multiplied (4x8 and 3x8)"
+        ));
+    }
+}

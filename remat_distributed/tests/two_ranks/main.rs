@@ -4,6 +4,7 @@
 //! port, and reads back what each rank wrote.
 
 mod faults;
+mod fsdp_cuda;
 mod fsdp_faults;
 mod fsdp_memory;
 mod fsdp_overlap;
