@@ -32,7 +32,10 @@ mod stats;
 
 pub use ddp::{DdpOptions, DistributedDataParallel};
 pub use error::{Error, Result};
-pub use fsdp::{FsdpOptions, FullyShardedDataParallel, Unit, UnitHandle, UnitOutput};
+pub use fsdp::{
+    FsdpEvent, FsdpEventKind, FsdpOptions, FsdpStats, FullyShardedDataParallel, Unit, UnitHandle,
+    UnitOutput,
+};
 pub use group::{ProcessGroup, ReduceOp};
 pub use init::{Backend, InitOptions, DEFAULT_TIMEOUT};
-pub use stats::{BackwardStats, BucketLaunch, FsdpEvent, FsdpEventKind, FsdpStats};
+pub use stats::{BackwardStats, BucketLaunch};

@@ -232,7 +232,7 @@ fn wrong_units_are_refused_by_name() {
         FsdpOptions::default(),
     )
     .unwrap();
-    let msg = fsdp.unit("c", || Tensor::new()).unwrap_err().to_string();
+    let msg = fsdp.unit("c", Tensor::new).unwrap_err().to_string();
     assert!(
         msg.contains("no unit is named `c`") && msg.contains("\"a\""),
         "{msg}"

@@ -69,9 +69,8 @@ pub fn rank_main() {
                         .events
                         .iter()
                         .filter(|e| e.kind == FsdpEventKind::GatherDone)
-                        .filter(|e| e.unit == format!("layers.{i}"))
-                        .map(|e| e.at)
-                        .last();
+                        .rfind(|e| e.unit == format!("layers.{i}"))
+                        .map(|e| e.at);
                     matches!(
                         (done, at(FsdpEventKind::ReduceLaunch, i + 1)),
                         (Some(done), Some(end)) if done < end

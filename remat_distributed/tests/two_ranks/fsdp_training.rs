@@ -217,7 +217,7 @@ pub fn rank_main() {
             fsdp.backward(&loss).unwrap();
             assert_eq!(fsdp.gathered_bytes().unwrap(), 0, "{name}: left gathered");
             assert!(
-                s.model.blocks[0].qkv_w.grad().defined() == false,
+                !s.model.blocks[0].qkv_w.grad().defined(),
                 "{name}: a full gradient was kept"
             );
             opt.step().unwrap();
@@ -331,7 +331,7 @@ fn single_process(mode: Mode, world: usize) -> Vec<Vec<u8>> {
                 let scale = 1.0 / world as f64;
                 let mut mean = &grads[0][i] * scale;
                 for g in &grads[1..] {
-                    mean = mean + &g[i] * scale;
+                    mean += &g[i] * scale;
                 }
                 p.grad().copy_(&mean);
             }
