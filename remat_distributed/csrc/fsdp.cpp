@@ -284,7 +284,7 @@ void launch_reduce(State& s, size_t i) {
   }
   u.reduced = true;
   s.reduce_order.push_back(i);
-  // Rule F4: the unit's backward is over once every parameter reported.
+  // Rule F5: the unit's backward is over once every parameter reported.
   release(s, i);
 }
 
@@ -553,7 +553,7 @@ remat_dist_err remat_dist_fsdp_post_forward(remat_dist_fsdp* f, size_t i,
     TORCH_CHECK(i < s.units.size(), "no sharded unit ", i);
     s.log->add(kForwardEnd, i);
     if (recomputing != 0) {
-      // Rule F3: a recomputed unit stays gathered for its backward.
+      // Rule F4: a recomputed unit stays gathered for its backward.
       return;
     }
     s.ended.push_back(i);

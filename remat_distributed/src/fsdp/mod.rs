@@ -38,7 +38,7 @@ struct UnitInfo {
 /// all-gathered just before its forward and again before its backward (or
 /// before a checkpoint inside it recomputes), and its gradients are
 /// reduce-scattered into the shards as its backward ends
-/// (docs/semantics.md, rules F1-F8).
+/// (docs/semantics.md, rules F1-F9).
 ///
 /// The model keeps its own parameter tensors: between uses they are empty
 /// (`size() == [0]`) and hold no bytes. The optimizer steps
