@@ -35,6 +35,9 @@ enum Mode {
     OffloadAttention,
     /// Under CPU bf16 autocast.
     Bf16,
+    /// fp32 throughout, gradients summed over the ranks in bf16
+    /// (`FsdpOptions::reduce_dtype`).
+    Bf16Reduce,
     /// Parameters gathered and computed in bf16, gradients reduced in fp32
     /// (`FsdpOptions::param_dtype`), under bf16 autocast too: the reference
     /// model's attention asks its softmax for fp32, which autocast casts
@@ -63,7 +66,7 @@ const fn run(name: &'static str, policy: ModelPolicy, mode: Mode) -> Run {
     }
 }
 
-const RUNS: [Run; 11] = [
+const RUNS: [Run; 12] = [
     run("none", ModelPolicy::None, Mode::Plain),
     run("full", ModelPolicy::Full, Mode::Plain),
     run("selective", ModelPolicy::Selective, Mode::Plain),
@@ -75,6 +78,7 @@ const RUNS: [Run; 11] = [
     },
     run("bf16_full", ModelPolicy::Full, Mode::Bf16),
     run("bf16_params_full", ModelPolicy::Full, Mode::Bf16Params),
+    run("bf16_reduce_full", ModelPolicy::Full, Mode::Bf16Reduce),
     Run {
         kept: true,
         ..run("kept_full", ModelPolicy::Full, Mode::Plain)
@@ -134,7 +138,7 @@ fn in_mode(mode: Mode, plan: Option<&Plan>, f: impl FnOnce() -> Tensor) -> Tenso
                 .unwrap()
         }
         (_, Some(plan)) => plan.scope(f),
-        (Mode::Plain | Mode::UnitInCheckpoint, None) => f(),
+        (Mode::Plain | Mode::UnitInCheckpoint | Mode::Bf16Reduce, None) => f(),
     }
 }
 
@@ -202,6 +206,7 @@ pub fn rank_main() {
             rank_ordered_reduce: world > 2,
             offload_shards,
             param_dtype: (mode == Mode::Bf16Params).then_some(Kind::BFloat16),
+            reduce_dtype: (mode == Mode::Bf16Reduce).then_some(Kind::BFloat16),
             ..FsdpOptions::default()
         };
         let fsdp =
@@ -275,7 +280,8 @@ fn reload(group: &ProcessGroup, trained: &FullyShardedDataParallel, world: usize
 /// One process, no checkpoints, the whole model: each rank's rows'
 /// gradients, each scaled by 1 / world and summed in rank order, then the
 /// same AdamW step. In `Mode::Bf16Params` the rows run on a bf16 copy of
-/// the parameters and their gradients are cast to fp32.
+/// the parameters and their gradients are cast to fp32; in
+/// `Mode::Bf16Reduce` the scaling and the sum are in bf16.
 fn single_process(mode: Mode, world: usize) -> Vec<Vec<u8>> {
     let s = Setup::new(shard_config(world));
     let named: Vec<(String, Tensor)> = s
@@ -326,14 +332,18 @@ fn single_process(mode: Mode, world: usize) -> Vec<Vec<u8>> {
                     .collect::<Vec<_>>(),
             );
         }
+        let sum_kind = match mode {
+            Mode::Bf16Reduce => Kind::BFloat16,
+            _ => Kind::Float,
+        };
         tch::no_grad(|| {
             for (i, p) in params.iter().enumerate() {
                 let scale = 1.0 / world as f64;
-                let mut mean = &grads[0][i] * scale;
+                let mut mean = grads[0][i].to_kind(sum_kind) * scale;
                 for g in &grads[1..] {
-                    mean += &g[i] * scale;
+                    mean += g[i].to_kind(sum_kind) * scale;
                 }
-                p.grad().copy_(&mean);
+                p.grad().copy_(&mean.to_kind(Kind::Float));
             }
         });
         opt.step().unwrap();
@@ -358,6 +368,8 @@ fn check_world(world: usize) {
     let fp32 = single_process(Mode::Plain, world);
     let bf16 = single_process(Mode::Bf16, world);
     let bf16_params = single_process(Mode::Bf16Params, world);
+    let bf16_reduce = single_process(Mode::Bf16Reduce, world);
+    assert!(fp32 != bf16_reduce, "a bf16 reduction changed nothing");
     assert!(fp32 != bf16, "autocast changed nothing");
     assert!(
         fp32 != bf16_params && bf16 != bf16_params,
@@ -367,6 +379,7 @@ fn check_world(world: usize) {
         let expected = match mode {
             Mode::Bf16 => &bf16,
             Mode::Bf16Params => &bf16_params,
+            Mode::Bf16Reduce => &bf16_reduce,
             _ => &fp32,
         };
         for (step, want) in expected.iter().enumerate() {
