@@ -336,6 +336,30 @@ void finish_backward(State& s) {
   }
 }
 
+// After a backward that failed: no reduce-scatter of it is waited for or
+// lands in a shard (its peers may be gone), every unit is freed.
+void abandon_backward(State& s) {
+  s.callback_queued = false;
+  s.in_backward = false;
+  s.reduce_order.clear();
+  for (size_t i = 0; i < s.units.size(); ++i) {
+    Unit& u = *s.units[i];
+    u.in_backward = false;
+    u.reported = 0;
+    u.reduced = false;
+    u.rs_work.reset();
+    u.rs_in = at::Tensor();
+    u.rs_out = at::Tensor();
+    for (auto& p : u.params) {
+      p.mutable_grad().reset();
+    }
+    u.gather_work.reset();
+    hide(u);
+    set_bytes(u.full, 0);
+    u.gathered = false;
+  }
+}
+
 std::vector<at::Tensor> borrowed(remat_dist_tensor* const* ts, size_t n) {
   std::vector<at::Tensor> out;
   out.reserve(n);
@@ -524,7 +548,12 @@ remat_dist_err remat_dist_fsdp_pre_forward(remat_dist_fsdp* f, size_t i, int rec
     check_unchanged(*s.units[i]);
     if (recomputing == 0) {
       if (std::find(s.started.begin(), s.started.end(), i) != s.started.end()) {
-        // A unit that ran already: a new step begins.
+        // A unit that ran already: a new step begins. A backward that
+        // failed never reached its end-of-backward callback: forget its
+        // half-done state, so that this step's backward starts afresh.
+        if (s.callback_queued) {
+          abandon_backward(s);
+        }
         s.started_last = std::move(s.started);
         s.started.clear();
         s.ended.clear();

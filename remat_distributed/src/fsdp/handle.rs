@@ -15,10 +15,10 @@ pub(super) struct Core {
     pub(super) timeout: std::time::Duration,
 }
 
-/// One unit of a [`FullyShardedDataParallel`], to run its forward from a
+/// One unit of a [`FullyShardedDataParallel`](super::FullyShardedDataParallel), to run its forward from a
 /// checkpoint's closure (which must own what it uses: a handle is `Send`,
 /// `'static` and cheap to clone). Built by
-/// [`FullyShardedDataParallel::handle`].
+/// [`FullyShardedDataParallel::handle`](super::FullyShardedDataParallel::handle).
 ///
 /// ```
 /// use remat_distributed::{FsdpOptions, FullyShardedDataParallel, InitOptions, ProcessGroup};
@@ -43,7 +43,7 @@ pub struct UnitHandle {
 }
 
 impl UnitHandle {
-    /// Runs the unit's forward `f`, as [`FullyShardedDataParallel::unit`].
+    /// Runs the unit's forward `f`, as [`FullyShardedDataParallel::unit`](super::FullyShardedDataParallel::unit).
     pub fn forward<O: UnitOutput>(&self, f: impl FnOnce() -> O) -> Result<O> {
         let recomputing = remat_runtime::is_recomputing();
         let name = &self.name;

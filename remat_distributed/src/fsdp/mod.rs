@@ -43,6 +43,10 @@ struct UnitInfo {
 /// The model keeps its own parameter tensors: between uses they are empty
 /// (`size() == [0]`) and hold no bytes. The optimizer steps
 /// [`shards`](Self::shards), a `VarStore` of one variable per unit.
+/// Dropping this leaves them empty: take
+/// [`full_state_dict`](Self::full_state_dict) first to keep the values.
+/// A backward that failed leaves this rank unable to go on with its step;
+/// the next forward forgets what that backward had half done.
 ///
 /// ```
 /// use remat_distributed::{FsdpOptions, FullyShardedDataParallel, InitOptions, ProcessGroup, Unit};

@@ -1,7 +1,7 @@
 //! How a sharded model schedules its gathers and in which dtypes it
 //! computes and reduces (docs/semantics.md, rules F5, F7, F8).
 
-/// How [`FullyShardedDataParallel`] schedules its gathers.
+/// How [`FullyShardedDataParallel`](super::FullyShardedDataParallel) schedules its gathers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FsdpOptions {
     /// Frees a unit's gathered parameters when its forward ends, and

@@ -247,3 +247,54 @@ fn wrong_units_are_refused_by_name() {
         "{msg}"
     );
 }
+
+/// A backward that fails for a reason of the model's (here a replay that
+/// panics) is `Error::Backward`; the next step's forward forgets what it
+/// had half done, and that step's gradients are those of a fresh model's.
+#[test]
+fn a_failed_backward_leaves_the_next_step_exact() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let group = world_of_one();
+    let run = |fail_first: bool| {
+        let net = net();
+        let fsdp = FullyShardedDataParallel::from_var_store(
+            &group,
+            &net.vs,
+            &["a", "b"],
+            FsdpOptions::default(),
+        )
+        .unwrap();
+        let fail = Arc::new(AtomicBool::new(fail_first));
+        let x = Tensor::ones([4, 8], (Kind::Float, Device::Cpu));
+        let step = || {
+            let unit = fsdp.handle("a").unwrap();
+            let (layer, flag) = (net.a.ws.shallow_clone(), Arc::clone(&fail));
+            let bias = net.a.bs.as_ref().unwrap().shallow_clone();
+            let h = remat::checkpoint("a").call(&x, move |x| {
+                if remat::is_recomputing() && flag.load(Ordering::SeqCst) {
+                    panic!("the replay fails");
+                }
+                unit.forward(|| x.linear(&layer, Some(&bias)).tanh())
+                    .unwrap()
+            });
+            let y = fsdp.unit("b", || net.b.forward(&h)).unwrap();
+            fsdp.backward(&y.sum(Kind::Float))
+        };
+        if fail_first {
+            let err = step().unwrap_err();
+            assert!(
+                matches!(err, Error::Backward(_)) && err.to_string().contains("the replay fails"),
+                "{err}"
+            );
+            fail.store(false, Ordering::SeqCst);
+        }
+        step().unwrap();
+        assert_eq!(fsdp.gathered_bytes().unwrap(), 0);
+        fsdp.units()
+            .iter()
+            .map(|u| Vec::<f32>::try_from(fsdp.shard(u).grad()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(true), run(false));
+}
