@@ -1,12 +1,15 @@
 //! Sharded training on 2 and 4 ranks equals one process that averages the
 //! ranks' gradients, bit for bit, under no checkpoints, `full`, a
-//! `Save`-region policy, a plan, CPU bf16 autocast and an offload table
-//! (docs/semantics.md, rules F1-F5).
+//! `Save`-region policy, a plan, CPU bf16 autocast, an offload table (and
+//! offloaded shards), bf16 parameters, a bf16 reduction, kept parameters, a
+//! unit inside its checkpoint, with tch's AdamW and SGD on the shards; each
+//! unit gathered once for its forward and once for its backward
+//! (docs/semantics.md, rules F1-F5, F8).
 
 use crate::launch::{launch, out_dir, OUT};
 use remat::planner::{profile_with, Plan};
 use remat::policies::PolicyTable;
-use remat_distributed::{FsdpOptions, FullyShardedDataParallel, ProcessGroup};
+use remat_distributed::{FsdpEventKind, FsdpOptions, FullyShardedDataParallel, ProcessGroup};
 use remat_reference::model::{batch, block_body, block_forward, Config, ModelPolicy, Setup, SMALL};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -54,6 +57,8 @@ struct Run {
     kept: bool,
     /// Shards on the CPU (the same device here: the path is exercised).
     offload_shards: bool,
+    /// SGD instead of AdamW.
+    sgd: bool,
 }
 
 const fn run(name: &'static str, policy: ModelPolicy, mode: Mode) -> Run {
@@ -63,10 +68,11 @@ const fn run(name: &'static str, policy: ModelPolicy, mode: Mode) -> Run {
         mode,
         kept: false,
         offload_shards: false,
+        sgd: false,
     }
 }
 
-const RUNS: [Run; 12] = [
+const RUNS: [Run; 13] = [
     run("none", ModelPolicy::None, Mode::Plain),
     run("full", ModelPolicy::Full, Mode::Plain),
     run("selective", ModelPolicy::Selective, Mode::Plain),
@@ -88,6 +94,10 @@ const RUNS: [Run; 12] = [
         ..run("kept_none", ModelPolicy::None, Mode::Plain)
     },
     run("unit_in_full", ModelPolicy::Full, Mode::UnitInCheckpoint),
+    Run {
+        sgd: true,
+        ..run("sgd_full", ModelPolicy::Full, Mode::Plain)
+    },
 ];
 
 fn blocks(s: &Setup) -> Vec<String> {
@@ -142,8 +152,14 @@ fn in_mode(mode: Mode, plan: Option<&Plan>, f: impl FnOnce() -> Tensor) -> Tenso
     }
 }
 
-fn adamw(params: &[Tensor]) -> COptimizer {
-    let mut opt = COptimizer::adamw(1e-2, 0.9, 0.999, 0.01, 1e-8, false).unwrap();
+/// The run's optimizer on `params`: tch's AdamW, or its SGD with momentum
+/// and weight decay.
+fn optimizer(params: &[Tensor], sgd: bool) -> COptimizer {
+    let mut opt = if sgd {
+        COptimizer::sgd(1e-1, 0.9, 0.0, 0.01, false).unwrap()
+    } else {
+        COptimizer::adamw(1e-2, 0.9, 0.999, 0.01, 1e-8, false).unwrap()
+    };
     for p in params {
         opt.add_parameters(p, 0).unwrap();
     }
@@ -182,6 +198,7 @@ pub fn rank_main() {
         mode,
         kept,
         offload_shards,
+        sgd,
     } in RUNS
     {
         let s = Setup::new(shard_config(world));
@@ -213,7 +230,7 @@ pub fn rank_main() {
             FullyShardedDataParallel::from_var_store(&group, &s.model.vs, &units, options).unwrap();
         assert_eq!(s.model.blocks[0].qkv_w.size(), [0], "{name}: not freed");
         let shards: Vec<Tensor> = fsdp.units().iter().map(|u| fsdp.shard(u)).collect();
-        let opt = adamw(&shards);
+        let opt = optimizer(&shards, sgd);
         for step in 0..STEPS {
             opt.zero_grad().unwrap();
             let loss = in_mode(mode, plan.as_ref(), || {
@@ -221,6 +238,24 @@ pub fn rank_main() {
             });
             fsdp.backward(&loss).unwrap();
             assert_eq!(fsdp.gathered_bytes().unwrap(), 0, "{name}: left gathered");
+            // One gather for the forward and one for the backward (one in
+            // all when kept): a checkpoint's recomputation, inside the unit
+            // or around it, issues none of its own (rule F4).
+            let stats = fsdp.last_step().unwrap();
+            for unit in fsdp.units() {
+                let gathers = stats
+                    .events
+                    .iter()
+                    .filter(|e| e.unit == unit)
+                    .filter(|e| {
+                        matches!(
+                            e.kind,
+                            FsdpEventKind::GatherLaunch | FsdpEventKind::Prefetch
+                        )
+                    })
+                    .count();
+                assert_eq!(gathers, if kept { 1 } else { 2 }, "{name}: unit {unit}");
+            }
             assert!(
                 !s.model.blocks[0].qkv_w.grad().defined(),
                 "{name}: a full gradient was kept"
@@ -282,7 +317,7 @@ fn reload(group: &ProcessGroup, trained: &FullyShardedDataParallel, world: usize
 /// same AdamW step. In `Mode::Bf16Params` the rows run on a bf16 copy of
 /// the parameters and their gradients are cast to fp32; in
 /// `Mode::Bf16Reduce` the scaling and the sum are in bf16.
-fn single_process(mode: Mode, world: usize) -> Vec<Vec<u8>> {
+fn single_process(mode: Mode, world: usize, sgd: bool) -> Vec<Vec<u8>> {
     let s = Setup::new(shard_config(world));
     let named: Vec<(String, Tensor)> = s
         .model
@@ -301,7 +336,7 @@ fn single_process(mode: Mode, world: usize) -> Vec<Vec<u8>> {
         .into_iter()
         .map(|(_, t)| t.shallow_clone())
         .collect();
-    let opt = adamw(&params);
+    let opt = optimizer(&params, sgd);
     let mut steps = Vec::new();
     for _ in 0..STEPS {
         opt.zero_grad().unwrap();
@@ -365,18 +400,27 @@ fn check_world(world: usize) {
     for (rank, run) in runs.iter().enumerate() {
         assert!(run.success, "rank {rank} failed:\n{}", run.output);
     }
-    let fp32 = single_process(Mode::Plain, world);
-    let bf16 = single_process(Mode::Bf16, world);
-    let bf16_params = single_process(Mode::Bf16Params, world);
-    let bf16_reduce = single_process(Mode::Bf16Reduce, world);
+    let fp32 = single_process(Mode::Plain, world, false);
+    let bf16 = single_process(Mode::Bf16, world, false);
+    let bf16_params = single_process(Mode::Bf16Params, world, false);
+    let bf16_reduce = single_process(Mode::Bf16Reduce, world, false);
     assert!(fp32 != bf16_reduce, "a bf16 reduction changed nothing");
+    let sgd = single_process(Mode::Plain, world, true);
+    assert!(fp32 != sgd, "SGD changed nothing");
     assert!(fp32 != bf16, "autocast changed nothing");
     assert!(
         fp32 != bf16_params && bf16 != bf16_params,
         "bf16 parameters changed nothing"
     );
-    for Run { name, mode, .. } in RUNS {
+    for Run {
+        name,
+        mode,
+        sgd: with_sgd,
+        ..
+    } in RUNS
+    {
         let expected = match mode {
+            _ if with_sgd => &sgd,
             Mode::Bf16 => &bf16,
             Mode::Bf16Params => &bf16_params,
             Mode::Bf16Reduce => &bf16_reduce,
