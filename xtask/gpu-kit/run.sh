@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# remat's GPU kit (docs/gpu.md): runs the GPU checks, the training example
+# remat's GPU kit (docs/gpu.md): runs the GPU checks, the sharded units'
+# check, the training example
 # on the medium and deep configs under every policy and one budget plan,
 # and the per-region chain, against this machine's own libtorch; writes
 # results/results.md. Every step has a time limit; a failing or timed-out
@@ -71,6 +72,8 @@ export REMAT_GPU_RESULTS=$OUT/checks.tsv
 : > "$REMAT_GPU_RESULTS"
 step gpu_checks 180 "$KIT/bin/gpu_checks" --test-threads=1
 unset REMAT_GPU_RESULTS
+# Sharded units in a world of one over NCCL (on a CPU: over Gloo).
+step fsdp_cuda 120 "$KIT/bin/dist_checks" fsdp_cuda --test-threads=1 --nocapture
 
 for slot in $CONFIGS; do
   IFS=: read -r config steps budget <<< "$slot"

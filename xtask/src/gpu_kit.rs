@@ -154,6 +154,23 @@ fn build(source: &Source, kit: &Path) -> Result<()> {
     ]);
     env(&mut checks);
     let checks = executable_of(&mut checks, "gpu")?;
+    // remat_distributed's multi-rank tests, for the sharded units' GPU
+    // check (`fsdp_cuda`: a world of one over NCCL).
+    let mut dist = cargo();
+    dist.args([
+        "test",
+        "--release",
+        "--features",
+        "cuda",
+        "-p",
+        "remat_distributed",
+        "--test",
+        "two_ranks",
+        "--no-run",
+        "--message-format=json",
+    ]);
+    env(&mut dist);
+    let dist = executable_of(&mut dist, "two_ranks")?;
     let mut perf = cargo();
     perf.args([
         "build",
@@ -186,7 +203,12 @@ fn build(source: &Source, kit: &Path) -> Result<()> {
     }
     let bin = kit.join("bin");
     fs::create_dir_all(&bin).map_err(|e| format!("cannot create {}: {e}", bin.display()))?;
-    for (from, name) in [(checks, "gpu_checks"), (perf, "perf"), (train, "train_gpt")] {
+    for (from, name) in [
+        (checks, "gpu_checks"),
+        (dist, "dist_checks"),
+        (perf, "perf"),
+        (train, "train_gpt"),
+    ] {
         let to = bin.join(name);
         fs::copy(&from, &to).map_err(|e| format!("cannot copy {}: {e}", from.display()))?;
         run(Command::new("strip").arg("--strip-all").arg(&to))?;
