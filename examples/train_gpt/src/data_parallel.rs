@@ -150,14 +150,11 @@ impl Rank {
         let Parallel::Fsdp(fsdp) = &self.parallel else {
             return Ok(None);
         };
-        let params: i64 = fsdp
-            .units()
-            .iter()
-            .map(|u| {
-                let s = fsdp.shard(u);
-                s.numel() as i64 * s.kind().elt_size_in_bytes() as i64
-            })
-            .sum();
+        let mut params = 0i64;
+        for u in fsdp.units() {
+            let s = fsdp.shard(u).map_err(|e| e.to_string())?;
+            params += s.numel() as i64 * s.kind().elt_size_in_bytes() as i64;
+        }
         let stats = fsdp.last_step().map_err(|e| e.to_string())?;
         let count = |k| stats.events.iter().filter(|e| e.kind == k).count();
         let prefetched = count(FsdpEventKind::Prefetch);

@@ -30,6 +30,8 @@ struct UnitInfo {
     padded: i64,
     kind: tch::Kind,
     device: tch::Device,
+    /// This rank's shard, the variable of `shards` for the unit.
+    shard: Tensor,
 }
 
 /// Trains a model whose parameters are split across the ranks: each rank
@@ -137,6 +139,7 @@ impl FullyShardedDataParallel {
                 padded: shard_len * world,
                 kind,
                 device: shard_device,
+                shard: shard.shallow_clone(),
             });
         }
         Ok(FullyShardedDataParallel {
@@ -201,12 +204,7 @@ impl FullyShardedDataParallel {
     /// A handle to unit `name`, to run its forward where `self` cannot be
     /// borrowed (a checkpoint's closure).
     pub fn handle(&self, name: &str) -> Result<UnitHandle> {
-        let index = *self.by_name.get(name).ok_or_else(|| {
-            let known: Vec<&str> = self.units.iter().map(|u| u.name.as_str()).collect();
-            Error::Config(format!(
-                "no unit is named `{name}`; the units are {known:?}"
-            ))
-        })?;
+        let index = self.index_of(name)?;
         Ok(UnitHandle {
             core: Arc::clone(&self.core),
             index,
@@ -279,13 +277,20 @@ impl FullyShardedDataParallel {
     }
 
     /// Unit `name`'s shard, this rank's slice of its flattened parameters
-    /// (padded with zeros to a multiple of the world size).
-    pub fn shard(&self, name: &str) -> Tensor {
-        let path = shard_path(name);
-        self.shards
-            .variables()
-            .remove(&path)
-            .unwrap_or_else(|| panic!("unit {name} has a shard named {path}"))
+    /// (padded with zeros to a multiple of the world size): the variable of
+    /// [`shards`](Self::shards) named after it.
+    pub fn shard(&self, name: &str) -> Result<Tensor> {
+        let index = self.index_of(name)?;
+        Ok(self.units[index].shard.shallow_clone())
+    }
+
+    fn index_of(&self, name: &str) -> Result<usize> {
+        self.by_name.get(name).copied().ok_or_else(|| {
+            let known: Vec<&str> = self.units.iter().map(|u| u.name.as_str()).collect();
+            Error::Config(format!(
+                "no unit is named `{name}`; the units are {known:?}"
+            ))
+        })
     }
 }
 
@@ -309,8 +314,4 @@ fn shard_var(
     let last = parts.pop().unwrap_or(unit);
     let path = parts.iter().fold(vs.root(), |p, part| p / *part);
     path.add(last, Tensor::zeros([len], (kind, device)), true)
-}
-
-fn shard_path(unit: &str) -> String {
-    unit.to_string()
 }

@@ -74,7 +74,7 @@ impl FullyShardedDataParallel {
             parts.push(Tensor::zeros([u.padded - total], (u.kind, u.device)));
             let flat = Tensor::cat(&parts, 0);
             let len = u.padded / world;
-            let shard = self.shard(&u.name);
+            let shard = u.shard.shallow_clone();
             tch::no_grad(|| {
                 shard
                     .shallow_clone()

@@ -82,7 +82,11 @@ fn sharded(device: Device, offload_shards: bool) -> Vec<(String, Vec<u32>)> {
     };
     let fsdp =
         FullyShardedDataParallel::from_var_store(&group, &model.vs, &units, options).unwrap();
-    let shards: Vec<Tensor> = fsdp.units().iter().map(|u| fsdp.shard(u)).collect();
+    let shards: Vec<Tensor> = fsdp
+        .units()
+        .iter()
+        .map(|u| fsdp.shard(u).unwrap())
+        .collect();
     let opt = adamw(&shards);
     for _ in 0..STEPS {
         opt.zero_grad().unwrap();

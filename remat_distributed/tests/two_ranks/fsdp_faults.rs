@@ -293,7 +293,7 @@ fn a_failed_backward_leaves_the_next_step_exact() {
         assert_eq!(fsdp.gathered_bytes().unwrap(), 0);
         fsdp.units()
             .iter()
-            .map(|u| Vec::<f32>::try_from(fsdp.shard(u).grad()).unwrap())
+            .map(|u| Vec::<f32>::try_from(fsdp.shard(u).unwrap().grad()).unwrap())
             .collect::<Vec<_>>()
     };
     assert_eq!(run(true), run(false));

@@ -56,14 +56,14 @@ pub fn rank_main() {
     let shard_bytes: i64 = fsdp
         .units()
         .iter()
-        .map(|u| fsdp.shard(u).numel() as i64 * 4)
+        .map(|u| fsdp.shard(u).unwrap().numel() as i64 * 4)
         .sum();
     let block_params: i64 =
         s.model.blocks[0].cfg.d * s.model.blocks[0].cfg.d * 12 + s.model.blocks[0].cfg.d * 13;
     let unit_bytes = (block_params + world - 1) / world * world * 4;
     let mut opt = COptimizer::adamw(1e-3, 0.9, 0.999, 0.01, 1e-8, false).unwrap();
     for u in fsdp.units() {
-        opt.add_parameters(&fsdp.shard(u), 0).unwrap();
+        opt.add_parameters(&fsdp.shard(u).unwrap(), 0).unwrap();
     }
     let mut gathered = 0i64;
     let loss = fsdp
@@ -87,7 +87,7 @@ pub fn rank_main() {
     fsdp.backward(&loss).unwrap();
     // Without prefetch a block's backward runs with the root unit (around
     // every block) and the block gathered: what the planner must count.
-    let root_bytes = fsdp.shard("root").numel() as i64 * world * 4;
+    let root_bytes = fsdp.shard("root").unwrap().numel() as i64 * world * 4;
     assert_eq!(
         fsdp.backward_gathered_peak().unwrap() as i64,
         root_bytes + unit_bytes,

@@ -229,7 +229,11 @@ pub fn rank_main() {
         let fsdp =
             FullyShardedDataParallel::from_var_store(&group, &s.model.vs, &units, options).unwrap();
         assert_eq!(s.model.blocks[0].qkv_w.size(), [0], "{name}: not freed");
-        let shards: Vec<Tensor> = fsdp.units().iter().map(|u| fsdp.shard(u)).collect();
+        let shards: Vec<Tensor> = fsdp
+            .units()
+            .iter()
+            .map(|u| fsdp.shard(u).unwrap())
+            .collect();
         let opt = optimizer(&shards, sgd);
         for step in 0..STEPS {
             opt.zero_grad().unwrap();
