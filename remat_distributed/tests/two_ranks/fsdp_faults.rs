@@ -237,6 +237,8 @@ fn wrong_units_are_refused_by_name() {
         msg.contains("no unit is named `c`") && msg.contains("\"a\""),
         "{msg}"
     );
+    let msg = fsdp.shard("c").unwrap_err().to_string();
+    assert!(msg.contains("no unit is named `c`"), "{msg}");
     let msg =
         FullyShardedDataParallel::from_var_store(&group, &net.vs, &["z"], FsdpOptions::default())
             .err()
