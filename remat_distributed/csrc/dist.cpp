@@ -128,14 +128,6 @@ using remat_bridge::guard;
 
 namespace {
 
-std::vector<at::Tensor> borrowed(remat_dist_tensor* const* ts, size_t n) {
-  std::vector<at::Tensor> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(*ts[i]);
-  }
-  return out;
-}
 
 // Waits for `work` within the group's timeout; a peer that is gone makes
 // Gloo throw here, which `guard` turns into an error.

@@ -360,14 +360,6 @@ void abandon_backward(State& s) {
   }
 }
 
-std::vector<at::Tensor> borrowed(remat_dist_tensor* const* ts, size_t n) {
-  std::vector<at::Tensor> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    out.push_back(*ts[i]);
-  }
-  return out;
-}
 
 // The unit before `i` in `order`, if any.
 std::optional<size_t> before(const std::vector<size_t>& order, size_t i) {

@@ -120,13 +120,10 @@ impl DistributedDataParallel {
         vs: &tch::nn::VarStore,
         options: DdpOptions,
     ) -> Result<DistributedDataParallel> {
-        let mut named: Vec<(String, Tensor)> = vs
-            .variables()
+        let params: Vec<Tensor> = crate::var_store::trainable_by_name(vs)
             .into_iter()
-            .filter(|(_, t)| t.requires_grad())
+            .map(|(_, t)| t)
             .collect();
-        named.sort_by(|a, b| a.0.cmp(&b.0));
-        let params: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
         DistributedDataParallel::new(group, &params, options)
     }
 

@@ -29,6 +29,7 @@ mod fsdp;
 mod group;
 mod init;
 mod stats;
+mod var_store;
 
 pub use ddp::{DdpOptions, DistributedDataParallel};
 pub use error::{Error, Result};

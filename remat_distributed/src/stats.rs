@@ -73,27 +73,33 @@ impl BackwardStats {
     /// The time some all-reduce was in flight: the union of the completed
     /// buckets' launch-to-completion intervals.
     pub fn communication(&self) -> Duration {
-        let mut spans: Vec<(Duration, Duration)> = self
-            .launches
-            .iter()
-            .filter_map(|b| b.completed.map(|c| (b.launched, c)))
-            .collect();
-        spans.sort();
-        let mut total = Duration::ZERO;
-        let mut open: Option<(Duration, Duration)> = None;
-        for (start, end) in spans {
-            open = match open {
-                Some((s, e)) if start <= e => Some((s, e.max(end))),
-                Some((s, e)) => {
-                    total += e - s;
-                    Some((start, end))
-                }
-                None => Some((start, end)),
-            };
-        }
-        if let Some((s, e)) = open {
-            total += e - s;
-        }
-        total
+        union_of(
+            self.launches
+                .iter()
+                .filter_map(|b| b.completed.map(|c| (b.launched, c)))
+                .collect(),
+        )
     }
+}
+
+/// The total length of the union of `spans` (start, end): the time some
+/// collective was in flight.
+pub(crate) fn union_of(mut spans: Vec<(Duration, Duration)>) -> Duration {
+    spans.sort();
+    let mut total = Duration::ZERO;
+    let mut open: Option<(Duration, Duration)> = None;
+    for (start, end) in spans {
+        open = match open {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    if let Some((s, e)) = open {
+        total += e - s;
+    }
+    total
 }

@@ -164,12 +164,7 @@ impl FullyShardedDataParallel {
         units: &[&str],
         options: FsdpOptions,
     ) -> Result<FullyShardedDataParallel> {
-        let mut named: Vec<(String, Tensor)> = vs
-            .variables()
-            .into_iter()
-            .filter(|(_, t)| t.requires_grad())
-            .collect();
-        named.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut named = crate::var_store::trainable_by_name(vs);
         let mut out = Vec::new();
         for prefix in units {
             let dotted = format!("{prefix}.");

@@ -161,22 +161,6 @@ impl FsdpStats {
                 }
             }
         }
-        spans.sort();
-        let mut total = Duration::ZERO;
-        let mut current: Option<(Duration, Duration)> = None;
-        for (a, b) in spans {
-            current = match current {
-                Some((s, e)) if a <= e => Some((s, e.max(b))),
-                Some((s, e)) => {
-                    total += e - s;
-                    Some((a, b))
-                }
-                None => Some((a, b)),
-            };
-        }
-        if let Some((s, e)) = current {
-            total += e - s;
-        }
-        total
+        crate::stats::union_of(spans)
     }
 }

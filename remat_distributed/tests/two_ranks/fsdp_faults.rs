@@ -33,6 +33,34 @@ fn step(net: &Net, fsdp: &FullyShardedDataParallel) -> remat_distributed::Result
     fsdp.backward(&y.sum(Kind::Float))
 }
 
+/// The child side's last line: how the survivor's step ended, after `key`.
+fn report(key: &str, started: Instant, result: remat_distributed::Result<()>) {
+    match result {
+        Ok(()) => println!("{key}: ok"),
+        Err(e @ Error::Collective(_)) => {
+            println!("{key}: collective after {:?}: {e}", started.elapsed())
+        }
+        Err(e) => println!("{key}: other: {e}"),
+    }
+}
+
+/// Runs `scenario` on two ranks; what rank 0 reported after `key`.
+fn survivor_line(scenario: &str, key: &str) -> String {
+    let dir = out_dir(scenario);
+    let runs = launch(scenario, 2, |_| true, &dir, Duration::from_secs(60));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(runs[0].success, "rank 0 failed:\n{}", runs[0].output);
+    let marker = format!("{key}: ");
+    runs[0]
+        .output
+        .lines()
+        .find_map(|l| {
+            l.split_once(marker.as_str())
+                .map(|(_, rest)| rest.to_string())
+        })
+        .unwrap_or_else(|| panic!("rank 0 printed nothing:\n{}", runs[0].output))
+}
+
 fn group(timeout: Duration) -> ProcessGroup {
     let opts = InitOptions::from_env().unwrap().timeout(timeout);
     ProcessGroup::init(&opts).unwrap()
@@ -57,16 +85,7 @@ pub fn leaves_rank_main() {
     }
     std::thread::sleep(Duration::from_millis(200));
     let started = Instant::now();
-    match step(&net, &fsdp) {
-        Ok(()) => println!("LEFT_IN_GATHER: ok"),
-        Err(e @ Error::Collective(_)) => {
-            println!(
-                "LEFT_IN_GATHER: collective after {:?}: {e}",
-                started.elapsed()
-            )
-        }
-        Err(e) => println!("LEFT_IN_GATHER: other: {e}"),
-    }
+    report("LEFT_IN_GATHER", started, step(&net, &fsdp));
 }
 
 /// docs/semantics.md, rules F6 and W8: the survivor's next gather fails as
@@ -74,21 +93,13 @@ pub fn leaves_rank_main() {
 /// timeout.
 #[test]
 fn a_peer_that_leaves_fails_the_next_gather() {
-    let dir = out_dir("fsdp_leaves");
-    let runs = launch("fsdp_leaves", 2, |_| true, &dir, Duration::from_secs(60));
-    assert!(runs[0].success, "rank 0 failed:\n{}", runs[0].output);
-    let line = runs[0]
-        .output
-        .lines()
-        .find_map(|l| l.split_once("LEFT_IN_GATHER: ").map(|(_, rest)| rest))
-        .unwrap_or_else(|| panic!("rank 0 printed nothing:\n{}", runs[0].output));
+    let line = survivor_line("fsdp_leaves", "LEFT_IN_GATHER");
     assert!(
         line.starts_with("collective after")
             && line.contains("the gather of unit `a` on rank 0 of 2 failed")
             && line.contains("5s"),
         "{line}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The child side of `a_peer_that_stalls_fails_the_reduce_scatter`: with
@@ -115,16 +126,11 @@ pub fn stalls_rank_main() {
         std::process::exit(0);
     }
     let started = Instant::now();
-    match fsdp.backward(&y.sum(Kind::Float)) {
-        Ok(()) => println!("STALLED_IN_REDUCE: ok"),
-        Err(e @ Error::Collective(_)) => {
-            println!(
-                "STALLED_IN_REDUCE: collective after {:?}: {e}",
-                started.elapsed()
-            )
-        }
-        Err(e) => println!("STALLED_IN_REDUCE: other: {e}"),
-    }
+    report(
+        "STALLED_IN_REDUCE",
+        started,
+        fsdp.backward(&y.sum(Kind::Float)),
+    );
 }
 
 /// docs/semantics.md, rule W8 for sharded units: a peer that stops
@@ -132,14 +138,7 @@ pub fn stalls_rank_main() {
 /// timeout, as an `Error::Collective`, not a hang.
 #[test]
 fn a_peer_that_stalls_fails_the_reduce_scatter_within_the_timeout() {
-    let dir = out_dir("fsdp_stalls");
-    let runs = launch("fsdp_stalls", 2, |_| true, &dir, Duration::from_secs(60));
-    assert!(runs[0].success, "rank 0 failed:\n{}", runs[0].output);
-    let line = runs[0]
-        .output
-        .lines()
-        .find_map(|l| l.split_once("STALLED_IN_REDUCE: ").map(|(_, rest)| rest))
-        .unwrap_or_else(|| panic!("rank 0 printed nothing:\n{}", runs[0].output));
+    let line = survivor_line("fsdp_stalls", "STALLED_IN_REDUCE");
     assert!(
         line.starts_with("collective after")
             && line.contains("a gather or reduce-scatter in backward on rank 0 of 2 failed")
@@ -154,7 +153,6 @@ fn a_peer_that_stalls_fails_the_reduce_scatter_within_the_timeout() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(f64::MAX);
     assert!(secs < 7.5, "the survivor waited {secs} s: {line}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn world_of_one() -> ProcessGroup {
