@@ -5,7 +5,7 @@
 //! run on a GPU machine with `cargo test -p remat_distributed --features
 //! cuda --test two_ranks fsdp_cuda`.
 
-use crate::launch::free_port;
+use crate::launch::{free_port, seeded};
 use remat_distributed::{
     Backend, FsdpOptions, FullyShardedDataParallel, InitOptions, ProcessGroup,
 };
@@ -37,7 +37,7 @@ fn bits(named: Vec<(String, Tensor)>) -> Vec<(String, Vec<u32>)> {
 
 /// The parameters after a few steps of the plain model on `device`.
 fn plain(device: Device) -> Vec<(String, Vec<u32>)> {
-    let model = Model::on(CFG, 0, device);
+    let model = seeded(|| Model::on(CFG, 0, device));
     let (tokens, targets) = batch_on(CFG, 1, device);
     let params: Vec<Tensor> = model
         .named_parameters()
@@ -72,7 +72,7 @@ fn sharded(device: Device, offload_shards: bool) -> Vec<(String, Vec<u32>)> {
     let group =
         ProcessGroup::init(&InitOptions::new(0, 1, "127.0.0.1", free_port()).backend(backend))
             .unwrap();
-    let model = Model::on(CFG, 0, device);
+    let model = seeded(|| Model::on(CFG, 0, device));
     let (tokens, targets) = batch_on(CFG, 1, device);
     let names: Vec<String> = (0..CFG.l).map(|i| format!("layers.{i}")).collect();
     let units: Vec<&str> = names.iter().map(String::as_str).collect();

@@ -18,12 +18,32 @@ struct Net {
     b: nn::Linear,
 }
 
+/// The same values every time, whatever other tests draw from the global
+/// generator meanwhile (they run on other threads of this binary).
 fn net() -> Net {
-    tch::manual_seed(0);
     let vs = nn::VarStore::new(Device::Cpu);
     let a = nn::linear(vs.root() / "a", 8, 8, Default::default());
     let b = nn::linear(vs.root() / "b", 8, 1, Default::default());
+    tch::no_grad(|| {
+        for (i, (_, mut v)) in sorted_vars(&vs).into_iter().enumerate() {
+            let n = v.numel() as i64;
+            let values = (Tensor::arange(n, (Kind::Float, Device::Cpu)) * 0.37 + i as f64).sin();
+            v.copy_(&values.view(v.size().as_slice()));
+        }
+    });
     Net { vs, a, b }
+}
+
+/// A store's variables in name order.
+fn sorted_vars(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|x, y| x.0.cmp(&y.0));
+    named
+}
+
+/// `net` sharded on `group`, each layer a unit.
+fn sharded(group: &ProcessGroup, net: &Net, options: FsdpOptions) -> FullyShardedDataParallel {
+    FullyShardedDataParallel::from_var_store(group, &net.vs, &["a", "b"], options).unwrap()
 }
 
 fn step(net: &Net, fsdp: &FullyShardedDataParallel) -> remat_distributed::Result<()> {
@@ -71,13 +91,7 @@ fn group(timeout: Duration) -> ProcessGroup {
 pub fn leaves_rank_main() {
     let group = group(Duration::from_secs(5));
     let net = net();
-    let fsdp = FullyShardedDataParallel::from_var_store(
-        &group,
-        &net.vs,
-        &["a", "b"],
-        FsdpOptions::default(),
-    )
-    .unwrap();
+    let fsdp = sharded(&group, &net, FsdpOptions::default());
     step(&net, &fsdp).unwrap();
     group.barrier().unwrap();
     if group.rank() == 1 {
@@ -114,8 +128,7 @@ pub fn stalls_rank_main() {
         prefetch: false,
         ..FsdpOptions::default()
     };
-    let fsdp =
-        FullyShardedDataParallel::from_var_store(&group, &net.vs, &["a", "b"], options).unwrap();
+    let fsdp = sharded(&group, &net, options);
     step(&net, &fsdp).unwrap();
     group.barrier().unwrap();
     let x = Tensor::ones([4, 8], (Kind::Float, Device::Cpu));
@@ -166,13 +179,7 @@ fn world_of_one() -> ProcessGroup {
 fn a_parameter_changed_after_sharding_is_an_error_naming_it() {
     let group = world_of_one();
     let net = net();
-    let fsdp = FullyShardedDataParallel::from_var_store(
-        &group,
-        &net.vs,
-        &["a", "b"],
-        FsdpOptions::default(),
-    )
-    .unwrap();
+    let fsdp = sharded(&group, &net, FsdpOptions::default());
     step(&net, &fsdp).unwrap();
     let mut w = net.a.ws.shallow_clone();
     tch::no_grad(|| w.set_data(&Tensor::zeros([8, 3], (Kind::Float, Device::Cpu))));
@@ -223,13 +230,7 @@ fn wrong_units_are_refused_by_name() {
         msg.contains("parameter `frozen.w` is not a trainable leaf"),
         "{msg}"
     );
-    let fsdp = FullyShardedDataParallel::from_var_store(
-        &group,
-        &net.vs,
-        &["a", "b"],
-        FsdpOptions::default(),
-    )
-    .unwrap();
+    let fsdp = sharded(&group, &net, FsdpOptions::default());
     let msg = fsdp.unit("c", Tensor::new).unwrap_err().to_string();
     assert!(
         msg.contains("no unit is named `c`") && msg.contains("\"a\""),
@@ -258,13 +259,7 @@ fn a_failed_backward_leaves_the_next_step_exact() {
     let group = world_of_one();
     let run = |fail_first: bool| {
         let net = net();
-        let fsdp = FullyShardedDataParallel::from_var_store(
-            &group,
-            &net.vs,
-            &["a", "b"],
-            FsdpOptions::default(),
-        )
-        .unwrap();
+        let fsdp = sharded(&group, &net, FsdpOptions::default());
         let fail = Arc::new(AtomicBool::new(fail_first));
         let x = Tensor::ones([4, 8], (Kind::Float, Device::Cpu));
         let step = || {

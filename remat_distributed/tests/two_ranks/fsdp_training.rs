@@ -6,7 +6,7 @@
 //! unit gathered once for its forward and once for its backward
 //! (docs/semantics.md, rules F1-F5, F8).
 
-use crate::launch::{launch, out_dir, OUT};
+use crate::launch::{launch, out_dir, seeded, OUT};
 use remat::planner::{profile_with, Plan};
 use remat::policies::PolicyTable;
 use remat_distributed::{FsdpEventKind, FsdpOptions, FullyShardedDataParallel, ProcessGroup};
@@ -322,7 +322,7 @@ fn reload(group: &ProcessGroup, trained: &FullyShardedDataParallel, world: usize
 /// the parameters and their gradients are cast to fp32; in
 /// `Mode::Bf16Reduce` the scaling and the sum are in bf16.
 fn single_process(mode: Mode, world: usize, sgd: bool) -> Vec<Vec<u8>> {
-    let s = Setup::new(shard_config(world));
+    let s = seeded(|| Setup::new(shard_config(world)));
     let named: Vec<(String, Tensor)> = s
         .model
         .named_parameters()

@@ -103,3 +103,13 @@ pub fn launch_both(scenario: &str, limit: Duration) -> (PathBuf, Vec<RankRun>) {
     }
     (dir, runs)
 }
+
+/// Runs `f`, which draws a model from tch's global generator after
+/// `manual_seed` (the parent's reference models), while no other test of
+/// this binary does: tests run on several threads, and interleaved draws
+/// would give each a different model.
+pub fn seeded<T>(f: impl FnOnce() -> T) -> T {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    f()
+}

@@ -2,7 +2,7 @@
 //! shards' gradients, bit for bit, under every policy, a plan, an offload
 //! table and CPU bf16 autocast (docs/semantics.md, rules W4-W7).
 
-use crate::launch::{launch_both, OUT};
+use crate::launch::{launch_both, seeded, OUT};
 use remat::planner::{profile_with, Plan};
 use remat::policies::PolicyTable;
 use remat_distributed::{DdpOptions, DistributedDataParallel, ProcessGroup};
@@ -169,7 +169,7 @@ pub fn rank_main() {
 /// Reducer does (each halved, then summed), then the same AdamW step; in
 /// `Mode::Bf16` under the same autocast.
 fn single_process(mode: Mode) -> Vec<Vec<u8>> {
-    let s = Setup::new(SHARD);
+    let s = seeded(|| Setup::new(SHARD));
     let params = params(&s);
     let opt = adamw(&params);
     let mut steps = Vec::new();
