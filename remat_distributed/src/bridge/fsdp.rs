@@ -8,21 +8,25 @@ use torch_sys::C_tensor;
 
 pub(crate) struct Fsdp(*mut ffi::RawFsdp);
 
-/// libtorch's `c10::ScalarType` code of a floating dtype, -1 for none (tch
-/// keeps its own mapping private; units hold floating parameters only).
-fn code(kind: Option<tch::Kind>) -> Result<std::os::raw::c_int, String> {
+/// libtorch's `c10::ScalarType` code of a floating dtype (tch keeps its
+/// own mapping private; units gather and reduce in floating dtypes only).
+pub(crate) fn floating_code(kind: tch::Kind) -> Result<std::os::raw::c_int, String> {
     use tch::Kind::*;
     match kind {
-        None => Ok(-1),
-        Some(Half) => Ok(5),
-        Some(Float) => Ok(6),
-        Some(Double) => Ok(7),
-        Some(BFloat16) => Ok(15),
-        Some(other) => Err(format!(
+        Half => Ok(5),
+        Float => Ok(6),
+        Double => Ok(7),
+        BFloat16 => Ok(15),
+        other => Err(format!(
             "{other:?} is no floating dtype: a unit gathers and reduces in Half, BFloat16, Float \
              or Double"
         )),
     }
+}
+
+/// [`floating_code`], or -1 for none.
+fn code(kind: Option<tch::Kind>) -> Result<std::os::raw::c_int, String> {
+    kind.map_or(Ok(-1), floating_code)
 }
 
 impl Fsdp {

@@ -6,7 +6,7 @@
 mod ffi;
 mod fsdp;
 
-pub(crate) use fsdp::Fsdp;
+pub(crate) use fsdp::{floating_code, Fsdp};
 
 use std::ffi::{CStr, CString};
 use tch::Tensor;

@@ -107,6 +107,15 @@ impl FullyShardedDataParallel {
         };
         let shards = nn::VarStore::new(shard_device);
         unit::check_units(&units)?;
+        for (what, kind) in [
+            ("param_dtype", options.param_dtype),
+            ("reduce_dtype", options.reduce_dtype),
+        ] {
+            if let Some(kind) = kind {
+                bridge::floating_code(kind)
+                    .map_err(|e| Error::Config(format!("FsdpOptions::{what}: {e}")))?;
+            }
+        }
         let mut infos = Vec::new();
         let mut by_name = HashMap::new();
         for unit in units {

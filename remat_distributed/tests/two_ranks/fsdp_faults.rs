@@ -238,6 +238,20 @@ fn wrong_units_are_refused_by_name() {
     );
     let msg = fsdp.shard("c").unwrap_err().to_string();
     assert!(msg.contains("no unit is named `c`"), "{msg}");
+    let ints = FsdpOptions {
+        param_dtype: Some(Kind::Int64),
+        ..FsdpOptions::default()
+    };
+    let other = self::net();
+    let msg = FullyShardedDataParallel::from_var_store(&group, &other.vs, &["a"], ints)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("FsdpOptions::param_dtype: Int64 is no floating dtype"),
+        "{msg}"
+    );
+    assert_eq!(other.a.ws.size(), [8, 8], "a refused model was sharded");
     let msg =
         FullyShardedDataParallel::from_var_store(&group, &net.vs, &["z"], FsdpOptions::default())
             .err()
