@@ -108,12 +108,12 @@ struct State {
   // one (forward prefetch), and in the order they ended (backward prefetch).
   std::vector<size_t> started, started_last, ended;
   std::vector<size_t> reduce_order;
+  // Whether a backward is running: its end-of-backward callback is queued.
   bool callback_queued = false;
   // The most bytes the units' buffers held at once during the last
   // backward (gathered or being gathered): what the planner adds to every
   // replay's working set (rule F9).
   size_t backward_peak = 0;
-  bool in_backward = false;
   // Written from Gloo's threads too: its own lock, never held while waiting.
   std::shared_ptr<Log> log = std::make_shared<Log>();
 };
@@ -176,7 +176,7 @@ void launch_gather(State& s, size_t i, bool prefetch = false) {
   }
   at::NoGradGuard no_grad;
   set_bytes(u.full, static_cast<size_t>(u.padded) * element_bytes(u));
-  if (s.in_backward) {
+  if (s.callback_queued) {  // a backward is running
     s.backward_peak = std::max(s.backward_peak, gathered_now(s));
   }
   c10d::AllgatherOptions opts;
@@ -288,12 +288,18 @@ void launch_reduce(State& s, size_t i) {
   release(s, i);
 }
 
+// A unit's record of the backward that ends (or failed).
+void forget_backward(Unit& u) {
+  u.in_backward = false;
+  u.reported = 0;
+  u.reduced = false;
+}
+
 // End of a backward (rule F5): the units some of whose parameters reported
 // reduce what they have, every reduce-scatter is waited for and lands in
 // its shard's gradient, and every unit still gathered is freed.
 void finish_backward(State& s) {
   s.callback_queued = false;
-  s.in_backward = false;
   for (size_t i = 0; i < s.units.size(); ++i) {
     Unit& u = *s.units[i];
     if (u.reported > 0 && !u.reduced) {
@@ -328,10 +334,7 @@ void finish_backward(State& s) {
     u.rs_out = at::Tensor();
   }
   for (size_t i = 0; i < s.units.size(); ++i) {
-    Unit& u = *s.units[i];
-    u.in_backward = false;
-    u.reported = 0;
-    u.reduced = false;
+    forget_backward(*s.units[i]);
     release(s, i);
   }
 }
@@ -340,13 +343,10 @@ void finish_backward(State& s) {
 // lands in a shard (its peers may be gone), every unit is freed.
 void abandon_backward(State& s) {
   s.callback_queued = false;
-  s.in_backward = false;
   s.reduce_order.clear();
   for (size_t i = 0; i < s.units.size(); ++i) {
     Unit& u = *s.units[i];
-    u.in_backward = false;
-    u.reported = 0;
-    u.reduced = false;
+    forget_backward(u);
     u.rs_work.reset();
     u.rs_in = at::Tensor();
     u.rs_out = at::Tensor();
@@ -359,7 +359,6 @@ void abandon_backward(State& s) {
     u.gathered = false;
   }
 }
-
 
 // The unit before `i` in `order`, if any.
 std::optional<size_t> before(const std::vector<size_t>& order, size_t i) {
@@ -392,7 +391,6 @@ void pre_backward(const std::weak_ptr<State>& weak, size_t i) {
   s->log->add(kBackwardStart, i);
   if (!s->callback_queued) {
     s->callback_queued = true;
-    s->in_backward = true;
     s->backward_peak = gathered_now(*s);
     torch::autograd::Engine::get_default_engine().queue_callback([weak] {
       if (auto st = weak.lock()) {

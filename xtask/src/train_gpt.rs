@@ -111,49 +111,40 @@ pub(crate) fn test_train_crate() -> Result<()> {
     // machine over a loopback store, a few steps of `none`, `full` and a
     // plan (the budget lies between full's and none's bytes on a rank's
     // one-row shard), failing unless both ranks hold the same parameters
-    // bit for bit after every step and the policies' losses are equal.
-    // REMAT_DIST_TIMEOUT bounds every wait for a peer, and a failed rank
-    // stops the other, so the step cannot hang.
-    train_checked(
-        "the training example on 2 ranks (Gloo over loopback), parameters bitwise equal across \
-         ranks after every step",
-        "train_gpt_smoke_ranks",
-        &[
-            "--ranks",
-            "2",
-            "--policy",
-            "none,full",
-            "--budget",
-            "250KiB",
-            "--steps",
-            "4",
-            "--threads",
-            "1",
-        ],
-        &[("REMAT_DIST_TIMEOUT", "60")],
-    )?;
-    // Sharded (docs/distributed.md, "Sharded data parallel"): the same on
-    // two ranks through FullyShardedDataParallel, each block a unit; the
-    // ranks' full parameters (gathered) bitwise equal after every step.
-    train_checked(
-        "the training example sharded on 2 ranks (--fsdp), full parameters bitwise equal across \
-         ranks after every step",
-        "train_gpt_smoke_fsdp",
-        &[
-            "--ranks",
-            "2",
-            "--fsdp",
-            "--policy",
-            "none,full",
-            "--budget",
-            "250KiB",
-            "--steps",
-            "4",
-            "--threads",
-            "1",
-        ],
-        &[("REMAT_DIST_TIMEOUT", "60")],
-    )?;
+    // bit for bit after every step and the policies' losses are equal;
+    // then the same sharded ("Sharded data parallel"): each block a unit,
+    // the ranks' gathered full parameters compared. REMAT_DIST_TIMEOUT
+    // bounds every wait for a peer, and a failed rank stops the other, so
+    // the step cannot hang.
+    let two_ranks = [
+        "--ranks",
+        "2",
+        "--policy",
+        "none,full",
+        "--budget",
+        "250KiB",
+        "--steps",
+        "4",
+        "--threads",
+        "1",
+    ];
+    for (what, out, extra) in [
+        (
+            "the training example on 2 ranks (Gloo over loopback), parameters bitwise equal \
+             across ranks after every step",
+            "train_gpt_smoke_ranks",
+            None,
+        ),
+        (
+            "the training example sharded on 2 ranks (--fsdp), full parameters bitwise equal \
+             across ranks after every step",
+            "train_gpt_smoke_fsdp",
+            Some("--fsdp"),
+        ),
+    ] {
+        let flags: Vec<&str> = two_ranks.iter().copied().chain(extra).collect();
+        train_checked(what, out, &flags, &[("REMAT_DIST_TIMEOUT", "60")])?;
+    }
     eprintln!("xtask test: the training example passed");
     Ok(())
 }

@@ -6,10 +6,9 @@
 //! cuda --test two_ranks fsdp_cuda`.
 
 use crate::launch::{free_port, seeded};
-use remat_distributed::{
-    Backend, FsdpOptions, FullyShardedDataParallel, InitOptions, ProcessGroup,
-};
-use remat_reference::model::{batch_on, block_forward, Config, Model, ModelPolicy, SMALL};
+use crate::sharded_model::{shard, sharded_loss};
+use remat_distributed::{Backend, FsdpOptions, InitOptions, ProcessGroup};
+use remat_reference::model::{batch_on, Config, Model, ModelPolicy, SMALL};
 use tch::{COptimizer, Device, Tensor};
 
 const STEPS: usize = 3;
@@ -74,14 +73,11 @@ fn sharded(device: Device, offload_shards: bool) -> Vec<(String, Vec<u32>)> {
             .unwrap();
     let model = seeded(|| Model::on(CFG, 0, device));
     let (tokens, targets) = batch_on(CFG, 1, device);
-    let names: Vec<String> = (0..CFG.l).map(|i| format!("layers.{i}")).collect();
-    let units: Vec<&str> = names.iter().map(String::as_str).collect();
     let options = FsdpOptions {
         offload_shards,
         ..FsdpOptions::default()
     };
-    let fsdp =
-        FullyShardedDataParallel::from_var_store(&group, &model.vs, &units, options).unwrap();
+    let fsdp = shard(&group, &model, options);
     let shards: Vec<Tensor> = fsdp
         .units()
         .iter()
@@ -90,18 +86,7 @@ fn sharded(device: Device, offload_shards: bool) -> Vec<(String, Vec<u32>)> {
     let opt = adamw(&shards);
     for _ in 0..STEPS {
         opt.zero_grad().unwrap();
-        let loss = fsdp
-            .unit("root", || {
-                model.loss_through(&tokens, &targets, |mut x| {
-                    for (block, name) in model.blocks.iter().zip(&names) {
-                        x = fsdp
-                            .unit(name, || block_forward(block, &x, ModelPolicy::Full))
-                            .unwrap();
-                    }
-                    x
-                })
-            })
-            .unwrap();
+        let loss = sharded_loss(&fsdp, &model, (&tokens, &targets), ModelPolicy::Full);
         fsdp.backward(&loss).unwrap();
         assert_eq!(fsdp.gathered_bytes().unwrap(), 0);
         opt.step().unwrap();

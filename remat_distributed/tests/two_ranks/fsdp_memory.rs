@@ -3,9 +3,10 @@
 //! forward adds its gathered parameters (docs/semantics.md, rules F1, F2;
 //! the table in docs/distributed.md).
 
-use crate::launch::{launch, out_dir};
+use crate::launch::launch_all;
+use crate::sharded_model::{block_units, shard};
 use remat::diagnostics::heap_bytes_in_use;
-use remat_distributed::{FsdpOptions, FullyShardedDataParallel, ProcessGroup};
+use remat_distributed::{FsdpOptions, ProcessGroup};
 use remat_reference::model::{batch, block_forward, Config, ModelPolicy, Setup, MEDIUM};
 use std::time::Duration;
 use tch::COptimizer;
@@ -44,14 +45,12 @@ pub fn rank_main() {
     }
     let before = heap();
     let s = Setup::new(CFG);
-    let names: Vec<String> = (0..CFG.l).map(|i| format!("layers.{i}")).collect();
-    let units: Vec<&str> = names.iter().map(String::as_str).collect();
+    let names = block_units(&s.model);
     let options = FsdpOptions {
         prefetch: false,
         ..FsdpOptions::default()
     };
-    let fsdp =
-        FullyShardedDataParallel::from_var_store(&group, &s.model.vs, &units, options).unwrap();
+    let fsdp = shard(&group, &s.model, options);
     let sharded = heap() - before;
     let shard_bytes: i64 = fsdp
         .units()
@@ -118,20 +117,8 @@ fn a_rank_holds_one_nth_of_parameters_gradients_and_optimizer_state() {
     tch::set_num_threads(1);
     let mut stepped = Vec::new();
     for world in [1usize, 2, 4] {
-        let dir = out_dir(&format!("fsdp_memory{world}"));
-        let runs = launch(
-            "fsdp_memory",
-            world,
-            |_| true,
-            &dir,
-            Duration::from_secs(300),
-        );
+        let (dir, runs) = launch_all("fsdp_memory", world, Duration::from_secs(300));
         for (rank, run) in runs.iter().enumerate() {
-            assert!(
-                run.success,
-                "world {world}, rank {rank} failed:\n{}",
-                run.output
-            );
             let line = run
                 .output
                 .lines()

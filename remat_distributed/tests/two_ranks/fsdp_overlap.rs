@@ -3,8 +3,9 @@
 //! rule F7).
 
 use crate::launch::launch_both;
-use remat_distributed::{FsdpEventKind, FsdpOptions, FullyShardedDataParallel, ProcessGroup};
-use remat_reference::model::{batch, block_forward, Config, ModelPolicy, Setup, MEDIUM};
+use crate::sharded_model::{shard, sharded_loss};
+use remat_distributed::{FsdpEventKind, FsdpOptions, ProcessGroup};
+use remat_reference::model::{batch, Config, ModelPolicy, Setup, MEDIUM};
 use std::time::Duration;
 
 const CFG: Config = Config {
@@ -20,27 +21,13 @@ pub fn rank_main() {
     let (tokens, targets) = batch(CFG, 1);
     for prefetch in [true, false] {
         let s = Setup::new(CFG);
-        let names: Vec<String> = (0..CFG.l).map(|i| format!("layers.{i}")).collect();
-        let units: Vec<&str> = names.iter().map(String::as_str).collect();
         let options = FsdpOptions {
             prefetch,
             ..FsdpOptions::default()
         };
-        let fsdp =
-            FullyShardedDataParallel::from_var_store(&group, &s.model.vs, &units, options).unwrap();
+        let fsdp = shard(&group, &s.model, options);
         for _ in 0..2 {
-            let loss = fsdp
-                .unit("root", || {
-                    s.model.loss_through(&tokens, &targets, |mut x| {
-                        for (i, block) in s.model.blocks.iter().enumerate() {
-                            x = fsdp
-                                .unit(&names[i], || block_forward(block, &x, ModelPolicy::Full))
-                                .unwrap();
-                        }
-                        x
-                    })
-                })
-                .unwrap();
+            let loss = sharded_loss(&fsdp, &s.model, (&tokens, &targets), ModelPolicy::Full);
             fsdp.backward(&loss).unwrap();
         }
         let stats = fsdp.last_step().unwrap();

@@ -6,11 +6,12 @@
 //! unit gathered once for its forward and once for its backward
 //! (docs/semantics.md, rules F1-F5, F8).
 
-use crate::launch::{launch, out_dir, seeded, OUT};
+use crate::launch::{launch_all, seeded, OUT};
+use crate::sharded_model::{block_units, shard, sharded_loss};
 use remat::planner::{profile_with, Plan};
 use remat::policies::PolicyTable;
 use remat_distributed::{FsdpEventKind, FsdpOptions, FullyShardedDataParallel, ProcessGroup};
-use remat_reference::model::{batch, block_body, block_forward, Config, ModelPolicy, Setup, SMALL};
+use remat_reference::model::{batch, block_body, Config, ModelPolicy, Setup, SMALL};
 use std::path::PathBuf;
 use std::time::Duration;
 use tch::{COptimizer, Device, Kind, Tensor};
@@ -100,37 +101,27 @@ const RUNS: [Run; 13] = [
     },
 ];
 
-fn blocks(s: &Setup) -> Vec<String> {
-    s.model
-        .blocks
-        .iter()
-        .map(|b| format!("layers.{}", b.index))
-        .collect()
-}
-
-/// The model's loss with each block a unit and the rest the `root` unit.
-fn sharded_loss(
+/// The model's loss with each block a unit and the rest the `root` unit;
+/// in `Mode::UnitInCheckpoint` each block's unit runs inside its checkpoint.
+fn loss_of(
     s: &Setup,
     fsdp: &FullyShardedDataParallel,
     (tokens, targets): (&Tensor, &Tensor),
     policy: ModelPolicy,
     mode: Mode,
 ) -> Tensor {
+    if mode != Mode::UnitInCheckpoint {
+        return sharded_loss(fsdp, &s.model, (tokens, targets), policy);
+    }
     fsdp.unit("root", || {
         s.model.loss_through(tokens, targets, |mut x| {
-            for block in &s.model.blocks {
-                let name = format!("layers.{}", block.index);
-                x = if mode == Mode::UnitInCheckpoint {
-                    let unit = fsdp.handle(&name).unwrap();
-                    let owned = block.shallow();
-                    remat::checkpoint(name).call(&x, move |x| {
-                        unit.forward(|| block_body(&owned, &x, ModelPolicy::Full))
-                            .unwrap()
-                    })
-                } else {
-                    fsdp.unit(&name, || block_forward(block, &x, policy))
+            for (block, name) in s.model.blocks.iter().zip(block_units(&s.model)) {
+                let unit = fsdp.handle(&name).unwrap();
+                let owned = block.shallow();
+                x = remat::checkpoint(name).call(&x, move |x| {
+                    unit.forward(|| block_body(&owned, &x, ModelPolicy::Full))
                         .unwrap()
-                };
+                });
             }
             x
         })
@@ -215,8 +206,6 @@ pub fn rank_main() {
                 }
             });
         }
-        let names = blocks(&s);
-        let units: Vec<&str> = names.iter().map(String::as_str).collect();
         let options = FsdpOptions {
             reshard_after_forward: !kept,
             // Two ranks sum in either order alike; four need rank order.
@@ -226,8 +215,7 @@ pub fn rank_main() {
             reduce_dtype: (mode == Mode::Bf16Reduce).then_some(Kind::BFloat16),
             ..FsdpOptions::default()
         };
-        let fsdp =
-            FullyShardedDataParallel::from_var_store(&group, &s.model.vs, &units, options).unwrap();
+        let fsdp = shard(&group, &s.model, options);
         assert_eq!(s.model.blocks[0].qkv_w.size(), [0], "{name}: not freed");
         let shards: Vec<Tensor> = fsdp
             .units()
@@ -238,7 +226,7 @@ pub fn rank_main() {
         for step in 0..STEPS {
             opt.zero_grad().unwrap();
             let loss = in_mode(mode, plan.as_ref(), || {
-                sharded_loss(&s, &fsdp, (&tokens, &targets), policy, mode)
+                loss_of(&s, &fsdp, (&tokens, &targets), policy, mode)
             });
             fsdp.backward(&loss).unwrap();
             assert_eq!(fsdp.gathered_bytes().unwrap(), 0, "{name}: left gathered");
@@ -282,15 +270,7 @@ pub fn rank_main() {
 fn reload(group: &ProcessGroup, trained: &FullyShardedDataParallel, world: usize) {
     let full = trained.full_state_dict().unwrap();
     let s = Setup::new(shard_config(world));
-    let names = blocks(&s);
-    let units: Vec<&str> = names.iter().map(String::as_str).collect();
-    let fresh = FullyShardedDataParallel::from_var_store(
-        group,
-        &s.model.vs,
-        &units,
-        FsdpOptions::default(),
-    )
-    .unwrap();
+    let fresh = shard(group, &s.model, FsdpOptions::default());
     assert!(bits(&fresh.full_state_dict().unwrap()) != bits(&full));
     fresh.load_full_state_dict(&full).unwrap();
     assert!(bits(&fresh.full_state_dict().unwrap()) == bits(&full));
@@ -393,17 +373,7 @@ fn single_process(mode: Mode, world: usize, sgd: bool) -> Vec<Vec<u8>> {
 
 fn check_world(world: usize) {
     tch::set_num_threads(1);
-    let dir = out_dir(&format!("fsdp_train{world}"));
-    let runs = launch(
-        "fsdp_train",
-        world,
-        |_| true,
-        &dir,
-        Duration::from_secs(400),
-    );
-    for (rank, run) in runs.iter().enumerate() {
-        assert!(run.success, "rank {rank} failed:\n{}", run.output);
-    }
+    let (dir, _) = launch_all("fsdp_train", world, Duration::from_secs(400));
     let fp32 = single_process(Mode::Plain, world, false);
     let bf16 = single_process(Mode::Bf16, world, false);
     let bf16_params = single_process(Mode::Bf16Params, world, false);

@@ -93,13 +93,22 @@ pub fn launch(
     runs
 }
 
-/// Runs `scenario` on both ranks of a world of two, in a fresh folder of
-/// its name, and fails the test unless both ranks succeeded.
+/// [`launch_all`] in a world of two.
 pub fn launch_both(scenario: &str, limit: Duration) -> (PathBuf, Vec<RankRun>) {
-    let dir = out_dir(scenario);
-    let runs = launch(scenario, 2, |_| true, &dir, limit);
+    launch_all(scenario, 2, limit)
+}
+
+/// Runs `scenario` on every rank of a world of `world`, in a fresh folder
+/// of its name and size, and fails the test unless every rank succeeded.
+pub fn launch_all(scenario: &str, world: usize, limit: Duration) -> (PathBuf, Vec<RankRun>) {
+    let dir = out_dir(&format!("{scenario}{world}"));
+    let runs = launch(scenario, world, |_| true, &dir, limit);
     for (rank, run) in runs.iter().enumerate() {
-        assert!(run.success, "rank {rank} failed:\n{}", run.output);
+        assert!(
+            run.success,
+            "world {world}, rank {rank} failed:\n{}",
+            run.output
+        );
     }
     (dir, runs)
 }

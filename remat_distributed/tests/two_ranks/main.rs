@@ -12,6 +12,7 @@ mod fsdp_training;
 mod launch;
 mod nccl;
 mod overlap;
+mod sharded_model;
 mod training;
 
 /// The child side: runs the scenario its parent named, as one rank. In an
