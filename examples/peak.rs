@@ -1,78 +1,45 @@
-//! The peak during backward against the planner's prediction, on the
-//! reference model (docs/planner.md, "Peak during backward").
+//! The planner's peak contract on one model (docs/planner.md, "The peak
+//! contract").
 //!
 //! ```text
-//! cargo run --release --example peak -- [small|medium]
+//! cargo run --release --example peak -- [small|medium|deep|narrow|llama|unet|mixed]
 //! ```
 //!
-//! For a sweep of kept budgets and of peak budgets from the least to
-//! `none`'s, plans the model, runs one step under each plan and prints the
-//! predicted kept and peak bytes against what glibc's heap shows: the
-//! growth over the forward, and the most during backward at every node
-//! boundary (`diagnostics::backward_heap_peak`). Independent of remat's
-//! records, so it shows where the planner's model of the peak is off.
+//! For nine kept budgets and nine peak budgets from the least any plan
+//! needs to what the model keeps with no checkpoint, plans the model, runs
+//! one step under each plan and prints the predicted peak during backward
+//! against glibc's heap at every node boundary of that backward
+//! (`diagnostics::backward_heap_peak`), a measure independent of remat's
+//! records.
 
-use remat::diagnostics::{backward_heap_peak, heap_bytes_in_use};
-use remat::planner::{self, measure_kept_bytes, Plan};
-use remat_reference::model::{Config, ModelPolicy, Setup, MEDIUM, SMALL};
+use remat_reference::model::{Config, DEEP, MEDIUM, SMALL};
+use remat_reference::peak_contract::{sweep, table};
+use remat_reference::planned::{
+    mixed::Mixed,
+    transformer::{Llama, LLAMA},
+    unet::UNet,
+    Planned, Reference,
+};
 
-/// Heap bytes over the bytes in use before the forward: right after the
-/// forward, and the most during backward.
-fn measure(s: &Setup, run: impl Fn() -> tch::Tensor) -> Option<(i64, i64)> {
-    s.model.zero_grad();
-    let before = heap_bytes_in_use()? as i64;
-    let loss = run();
-    let after = heap_bytes_in_use()? as i64;
-    let peak = backward_heap_peak(&loss).ok()?? as i64;
-    Some((after - before, peak - before))
-}
+/// The reference model at the deep config's depth and the small width: what
+/// the tests sweep for depth.
+pub const NARROW_DEEP: Config = Config { l: 32, ..SMALL };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tch::set_num_threads(1);
-    let cfg: Config = match std::env::args().nth(1).as_deref() {
-        None | Some("small") => SMALL,
-        Some("medium") => MEDIUM,
-        Some(other) => return Err(format!("unknown config `{other}`; give small or medium").into()),
+    let name = std::env::args().nth(1).unwrap_or_else(|| "small".into());
+    let model: Box<dyn Planned> = match name.as_str() {
+        "small" => Box::new(Reference::new("small", SMALL)),
+        "medium" => Box::new(Reference::new("medium", MEDIUM)),
+        "deep" => Box::new(Reference::new("deep", DEEP)),
+        "narrow" => Box::new(Reference::new("narrow", NARROW_DEEP)),
+        "llama" => Box::new(Llama::new(LLAMA)),
+        "unet" => Box::new(UNet::new()),
+        "mixed" => Box::new(Mixed::new()),
+        other => return Err(format!("unknown model `{other}`").into()),
     };
-    let s = Setup::new(cfg);
-    let profile = planner::profile_with(|| s.loss(ModelPolicy::Auto), 1)?;
-    // Gradients exist before any measurement: zero_grad keeps them.
-    s.loss(ModelPolicy::None).backward();
-    let most = measure_kept_bytes(|| s.loss(ModelPolicy::None)).1;
-    let Some((none_forward, none_peak)) = measure(&s, || s.loss(ModelPolicy::None)) else {
-        return Err("the C heap does not report its bytes here (not glibc)".into());
-    };
-    println!("none: kept {most}, heap after the forward +{none_forward}, peak +{none_peak}");
-    println!(
-        "{:<6} {:>12} {:>12} {:>14} {:>12} {:>12} {:>12}",
-        "target", "budget", "kept pred", "heap after fwd", "peak pred", "peak heap", "heap - pred"
-    );
-    let least_kept = Plan::minimum(&profile).predicted.kept_bytes;
-    let least_peak = Plan::minimum(&profile).predicted.peak_bytes;
-    for peak_target in [false, true] {
-        for step in 0..=8 {
-            let plan = if peak_target {
-                let budget = least_peak + (most - least_peak) * step / 8;
-                match Plan::for_peak_budget(&profile, budget) {
-                    Ok(plan) => plan,
-                    Err(_) => continue,
-                }
-            } else {
-                Plan::for_budget(&profile, least_kept + (most - least_kept) * step / 8)?
-            };
-            let (forward, peak) = measure(&s, || plan.scope(|| s.loss(ModelPolicy::Auto)))
-                .ok_or("the heap stopped reporting")?;
-            println!(
-                "{:<6} {:>12} {:>12} {:>14} {:>12} {:>12} {:>12}",
-                if peak_target { "peak" } else { "kept" },
-                plan.budget.unwrap_or(0),
-                plan.predicted.kept_bytes,
-                forward,
-                plan.predicted.peak_bytes,
-                peak,
-                peak - plan.predicted.peak_bytes,
-            );
-        }
-    }
+    let rows =
+        sweep(model.as_ref(), 8)?.ok_or("the C heap does not report its bytes here (not glibc)")?;
+    print!("{}", table(&rows));
     Ok(())
 }

@@ -42,6 +42,7 @@ fn the_whole_model_report() {
     reference_model_under_each_policy();
     outside_saves_are_labelled_by_their_autograd_node();
     checkpoint_inputs_are_billed_on_their_own_line();
+    views_of_parameters_are_parameters();
 }
 
 // docs/semantics.md, rules D4 and M5.
@@ -129,6 +130,25 @@ fn outside_saves_are_labelled_by_their_autograd_node() {
     assert!(plain.outside_by_node().is_none());
     insta::assert_snapshot!("saved_tensors_report_outside_by_node", report.to_string());
     loss.backward();
+}
+
+/// A parameter made as a slice of a buffer that needs no gradient (as a
+/// flat buffer's views are) keeps no bytes of its own when saved through a
+/// view of it: `linear` saves `w.t()`, whose base is the buffer, not the
+/// parameter.
+// docs/semantics.md, rule D4.
+fn views_of_parameters_are_parameters() {
+    let buffer = Tensor::randn([2, 64, 32], (Kind::Float, Device::Cpu));
+    let w = buffer.select(0, 1).set_requires_grad(true);
+    assert!(w.is_leaf());
+    let x = Tensor::randn([5, 32], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let (loss, outside) =
+        track_saved_tensors(|| (&x * 2).linear::<Tensor>(&w, None).sum(Kind::Float));
+    let report = saved_tensors_report(Some(&outside));
+    // Only `x * 2` (5 x 32 floats): not the 8 KiB parameter nor its buffer.
+    assert_eq!(report.outside_bytes(), Some(5 * 32 * 4), "{report}");
+    loss.backward();
+    assert_eq!(w.grad().size(), [64, 32]);
 }
 
 // docs/semantics.md, rules D4 and C1.

@@ -28,6 +28,8 @@ pub mod macros;
 pub mod measure;
 pub mod model;
 pub mod numbers;
+pub mod peak_contract;
+pub mod planned;
 pub mod resnet;
 mod runtime_api;
 pub mod testing;

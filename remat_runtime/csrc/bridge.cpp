@@ -14,6 +14,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
@@ -159,7 +160,26 @@ bool is_parameter(const at::Tensor& tensor) {
     return false;
   }
   const at::TensorBase& base = tensor._base();
-  return base.defined() && base.requires_grad() && base.is_leaf();
+  if (base.defined() && base.requires_grad() && base.is_leaf()) {
+    return true;
+  }
+  // A parameter that is itself a view (a slice or reshape of a buffer that
+  // needs no gradient) is not the base of its own views: follow the view's
+  // chain of one-input nodes back to an accumulator whose parameter shares
+  // its storage.
+  const c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  Node* fn = tensor.grad_fn().get();
+  for (int depth = 0; fn != nullptr && depth < 16; ++depth) {
+    if (auto* acc = dynamic_cast<torch::autograd::AccumulateGrad*>(fn)) {
+      return acc->variable.storage().unsafeGetStorageImpl() == storage;
+    }
+    const auto& edges = fn->next_edges();
+    if (edges.size() != 1) {
+      return false;
+    }
+    fn = edges[0].function.get();
+  }
+  return false;
 }
 
 struct HookPair {

@@ -192,6 +192,21 @@ int64_t remat_heap_bytes_in_use(void);
 remat_err remat_heap_watch(const remat_tensor* const* roots, size_t n_roots);
 void remat_heap_peak_reset(void);
 int64_t remat_heap_peak(void);
+// The planner's memory trace (memory_trace.cpp). The autograd sequence
+// number the next node created on this thread will get.
+int64_t remat_sequence_number_peek(void);
+// Bytes in use: the C heap (device < 0, -1 where it does not say) or CUDA
+// device `device`'s caching allocator (-1 without CUDA).
+int64_t remat_bytes_in_use(int device);
+// Runs root's backward (graph freed) for the parameters' gradients without
+// accumulating them, each dropped where a step would add it into `.grad`,
+// with every node sampling remat_bytes_in_use(device) and its sequence
+// number (-1 for none) before and after it runs. remat_trace_count says how many samples were taken and
+// remat_trace_read copies up to `capacity` of them out, returning how many
+// there are.
+remat_err remat_trace_backward(const remat_tensor* root, int device);
+size_t remat_trace_count(void);
+size_t remat_trace_read(int64_t* seqs, int64_t* bytes, size_t capacity);
 // A leaf that requires grad, or a view of one.
 int remat_is_parameter(const remat_tensor* t);
 // The state of libtorch's default generator of a device (-1: CPU, i: CUDA i).

@@ -17,11 +17,28 @@ fn repeated_layers_are_profiled_once() {
     assert_eq!(kind.regions, ["attention", "mlp"]);
     assert!(kind.can_disable);
     assert_eq!(kind.choices.len(), 5);
-    // One timing run, one run per choice but the baseline, then the
-    // calibration: a warm-up step, and per round (one) a step with every
+    // One timing run, one run per choice but the baseline, the
+    // calibration (a warm-up step, and per round (one) a step with every
     // block whole, one with the kind's blocks checkpointed, all saved, and
-    // one per region recomputed alone.
-    assert_eq!(profile.runs, 1 + 4 + 1 + (1 + 1 + 2));
+    // one per region recomputed alone), then two steps whose backward is
+    // traced (the baseline's levels of the predicted peak) and one per
+    // choice but the baseline (what each changes in its own block's).
+    assert_eq!(profile.runs, 1 + 4 + (1 + 1 + 1 + 2) + 2 + 4);
+    // On glibc the levels are measured: the backward starts above what the
+    // forward kept, and every block's backward holds at least its input.
+    if let Some(levels) = &profile.backward {
+        assert!(
+            levels.gaps[2].unwrap() >= profile.baseline_bytes,
+            "{levels:?}"
+        );
+        assert!(
+            levels
+                .layers
+                .iter()
+                .all(|&l| l.unwrap() >= kind.input_bytes),
+            "{levels:?}"
+        );
+    }
     assert!(kind.replay_measured, "{profile}");
     assert_eq!(kind.region_cost.len(), 2);
     let (b, t, d) = (SMALL.b, SMALL.t, SMALL.d);

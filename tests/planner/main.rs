@@ -10,6 +10,7 @@ use remat_reference::testing as common;
 
 mod apply;
 mod autocast;
+mod contract;
 mod errors;
 mod exact;
 mod kinds;

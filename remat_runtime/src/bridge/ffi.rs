@@ -150,6 +150,11 @@ unsafe extern "C" {
     pub(super) fn remat_heap_watch(roots: *const *const C_tensor, n_roots: usize) -> RematErr;
     pub(super) fn remat_heap_peak_reset();
     pub(super) fn remat_heap_peak() -> i64;
+    pub(super) fn remat_sequence_number_peek() -> i64;
+    pub(super) fn remat_bytes_in_use(device: c_int) -> i64;
+    pub(super) fn remat_trace_backward(root: *const C_tensor, device: c_int) -> RematErr;
+    pub(super) fn remat_trace_count() -> usize;
+    pub(super) fn remat_trace_read(seqs: *mut i64, bytes: *mut i64, capacity: usize) -> usize;
     pub(super) fn remat_is_parameter(t: *const C_tensor) -> c_int;
     pub(super) fn remat_rng_get_state(device: c_int, out: *mut *mut C_tensor) -> RematErr;
     pub(super) fn remat_rng_set_state(device: c_int, state: *const C_tensor) -> RematErr;

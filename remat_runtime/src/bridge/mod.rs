@@ -16,6 +16,7 @@ mod ffi;
 mod heap;
 mod hook_stack;
 mod kind_code;
+mod memory_trace;
 mod meta;
 mod node;
 mod placeholder;
@@ -45,6 +46,7 @@ pub(crate) use hook_stack::{
     hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite,
 };
 pub(crate) use kind_code::kind_of_code;
+pub(crate) use memory_trace::{bytes_in_use, sequence_number, traced_backward};
 pub(crate) use meta::{is_grad_leaf, Dims, TensorMeta};
 pub(crate) use node::{
     attach_node, grad_fn_saved, graph_nodes, served_value, NodeBackward, SavedAccess,

@@ -16,7 +16,9 @@
 //! default from the environment), C18 (whether replay may stop early), K5
 //! (a checkpoint's own return value is not asked of it).
 
-use crate::bridge::{grad_enabled, is_parameter, storage_nbytes, AutocastState, WeakStorage};
+use crate::bridge::{
+    grad_enabled, is_parameter, sequence_number, storage_nbytes, AutocastState, WeakStorage,
+};
 use crate::checkpointing::auto;
 use crate::checkpointing::capacity;
 use crate::checkpointing::checkpoint_state::{
@@ -493,7 +495,8 @@ impl Checkpoint {
             // checkpoints are asked for a save output it returns (also where
             // the body unwraps its own return value, as `#[checkpoint]` does).
             let _plain = frame::enter_plain_body();
-            return Ok(returned_plain(body(owned(flat))));
+            let out = timing::plain_call(self.name.as_deref(), || body(owned(flat)));
+            return Ok(returned_plain(out));
         }
         // docs/semantics.md, rule R3 (E25): a plan made for other input
         // shapes does not hold for this call (a plain run keeps nothing, so
@@ -588,6 +591,7 @@ impl Checkpoint {
                     let mut call = lock(call);
                     call.elapsed = start.elapsed();
                     call.checkpointed = true;
+                    call.nodes.1 = sequence_number();
                     parts
                 }
             }

@@ -6,6 +6,7 @@
 
 use crate::checkpointing::auto::DecisionTable;
 use crate::diagnostics::format::human_bytes;
+use crate::planner::backward::{predict_levels, BackwardLevels};
 use crate::planner::choice::{decision_table, Choice};
 use crate::planner::estimate::Estimate;
 use std::fmt;
@@ -32,6 +33,13 @@ pub struct ChoiceCost {
     /// Bytes its replay rebuilds while the backward goes through it: what
     /// the block keeps whole minus what this choice keeps (0 when whole).
     pub working_set: i64,
+    /// What this choice changes, against the baseline choice, in the most
+    /// bytes in use while the backward is inside its block: what it keeps,
+    /// what its replay rebuilds and what the replay allocates on the way.
+    /// Measured on the kind's first member where the device says its bytes
+    /// in use (docs/planner.md, "Peak during backward"); otherwise from the
+    /// kept bytes alone (`bytes + working_set` less the baseline choice's).
+    pub level_delta: i64,
     /// Forward time, ns, of the code after this choice's last save, which
     /// an early-stopped replay does not run (docs/semantics.md, rule C17).
     /// For a kind timed by its forward ([`LayerKind::replay_measured`]
@@ -140,6 +148,11 @@ pub struct Profile {
     /// are alive beside every replay's working set, so the predicted peak
     /// and peak budgets count them.
     pub gathered_bytes: i64,
+    /// The bytes in use during the baseline's backward, by where it was
+    /// (measured by the profile; `None` where the device does not say its
+    /// bytes in use: the predicted peak is then an upper estimate from the
+    /// kept bytes alone).
+    pub backward: Option<BackwardLevels>,
 }
 
 impl Profile {
@@ -241,8 +254,13 @@ pub struct Prediction {
     /// Bytes kept at the forward→backward point (the measure of
     /// [`measure_kept_bytes`](crate::planner::measure_kept_bytes)).
     pub kept_bytes: i64,
-    /// `kept_bytes` plus the largest working set of a replay, plus the
-    /// profile's [`gathered_bytes`](Profile::gathered_bytes).
+    /// The most bytes in use during backward, over those in use before the
+    /// forward: at each point of the backward, the baseline's measured
+    /// level ([`Profile::backward`]) plus what the plan keeps more than the
+    /// baseline in the layers the backward has not reached yet, at the
+    /// highest point; plus the profile's
+    /// [`gathered_bytes`](Profile::gathered_bytes) (docs/planner.md, "Peak
+    /// during backward").
     pub peak_bytes: i64,
     /// Total replay time in one backward, ns.
     pub replay_ns: u64,
@@ -260,20 +278,16 @@ pub struct Prediction {
 /// # }
 /// ```
 pub fn predict(profile: &Profile, choices: &[usize]) -> Prediction {
-    let costs = choices
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| &profile.kinds[profile.layer_kind[i]].choices[c]);
-    let (mut kept, mut replay, mut spread, mut ws) = (profile.baseline_bytes, 0, 0, 0);
-    for c in costs {
-        kept += c.bytes;
+    let (mut over, mut replay, mut spread) = (0, 0, 0);
+    for (i, &c) in choices.iter().enumerate() {
+        let c = &profile.kinds[profile.layer_kind[i]].choices[c];
+        over += c.bytes;
         replay += c.replay_ns;
         spread += c.spread_ns;
-        ws = ws.max(c.working_set);
     }
     Prediction {
-        kept_bytes: kept,
-        peak_bytes: kept + ws + profile.gathered_bytes,
+        kept_bytes: profile.baseline_bytes + over,
+        peak_bytes: predict_levels(profile, choices).most() + profile.gathered_bytes,
         replay_ns: replay,
         spread_ns: spread,
     }

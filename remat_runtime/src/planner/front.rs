@@ -23,9 +23,12 @@ pub(super) trait Objective {
     /// The sum of a plan with no layers.
     fn zero() -> Self::Sum;
     /// The sum one choice adds.
-    fn of(cost: &ChoiceCost) -> Self::Sum;
+    fn of(&self, cost: &ChoiceCost) -> Self::Sum;
     /// Two sums added.
     fn plus(a: Self::Sum, b: Self::Sum) -> Self::Sum;
+    /// The bytes kept over the baseline in a sum (what a budget's limits
+    /// on partial plans bound).
+    fn kept(s: &Self::Sum) -> i64;
     /// Each part of two sums at its least: over the layers still to come,
     /// a bound no completion of a partial plan can beat.
     fn least(a: Self::Sum, b: Self::Sum) -> Self::Sum;
@@ -37,8 +40,8 @@ pub(super) trait Objective {
     /// Whether an entry stays on the front, given the entries kept before
     /// it in this layer (met in order).
     fn keep(&mut self, sum: &Self::Sum) -> bool;
-    /// Which entry of the last front is the answer.
-    fn pick(front: &[Self::Sum]) -> usize;
+    /// Which entry of the last front is the answer, if any.
+    fn pick(&self, front: &[Self::Sum]) -> Option<usize>;
 }
 
 #[derive(Clone, Copy)]
@@ -48,11 +51,19 @@ struct Entry<S> {
     choice: usize,
 }
 
-/// The best plan under `objective` among the choices `allowed`, as its sum
-/// and one choice index per layer; `None` when no plan fits.
+/// Whether layer `i` may take a choice after layers that keep `kept`
+/// bytes over the baseline (a peak budget's limit where the backward is
+/// inside layer `i`, or just reached it).
+pub(super) type Allowed<'a> = dyn Fn(usize, i64, &ChoiceCost) -> bool + 'a;
+
+/// The best plan under `objective` whose every layer's choice is
+/// `allowed` after the layers before it, as its sum and one choice index
+/// per layer; `None` when no plan fits. `allowed` is monotone in the bytes
+/// before: a partial plan that keeps less is allowed whatever one that
+/// keeps more is, which keeps the front's pruning exact.
 pub(super) fn search<O: Objective>(
     profile: &Profile,
-    allowed: &dyn Fn(&ChoiceCost) -> bool,
+    allowed: &Allowed<'_>,
     mut objective: O,
 ) -> Option<(O::Sum, Vec<usize>)> {
     let layers = profile.layer_kind.len();
@@ -60,10 +71,7 @@ pub(super) fn search<O: Objective>(
     // The least the layers from i on can add: prunes what cannot fit.
     let mut least_after = vec![O::zero(); layers + 1];
     for i in (0..layers).rev() {
-        let least = choices(i)
-            .filter(|c| allowed(c))
-            .map(O::of)
-            .reduce(O::least)?;
+        let least = choices(i).map(|c| objective.of(c)).reduce(O::least)?;
         least_after[i] = O::plus(least_after[i + 1], least);
     }
     let mut fronts: Vec<Vec<Entry<O::Sum>>> = vec![vec![Entry {
@@ -75,8 +83,10 @@ pub(super) fn search<O: Objective>(
         let mut next = Vec::new();
         for (parent, e) in fronts[i].iter().enumerate() {
             for (choice, cost) in choices(i).enumerate() {
-                let sum = O::plus(e.sum, O::of(cost));
-                if allowed(cost) && objective.fits(&O::plus(sum, least_after[i + 1])) {
+                let sum = O::plus(e.sum, objective.of(cost));
+                if allowed(i, O::kept(&e.sum), cost)
+                    && objective.fits(&O::plus(sum, least_after[i + 1]))
+                {
                     next.push(Entry {
                         sum,
                         parent,
@@ -97,7 +107,7 @@ pub(super) fn search<O: Objective>(
         fronts.push(front);
     }
     let sums: Vec<O::Sum> = fronts[layers].iter().map(|e| e.sum).collect();
-    let mut at = O::pick(&sums);
+    let mut at = objective.pick(&sums)?;
     let sum = sums[at];
     let mut picked = vec![0; layers];
     for i in (0..layers).rev() {

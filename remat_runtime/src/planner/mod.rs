@@ -12,6 +12,7 @@
 //! `table_file` (table files, which may hold a plan). Policy tables, the
 //! configuration form of a plan, are `crate::policies` (docs/policies.md).
 
+pub(crate) mod backward;
 pub(crate) mod calibrate;
 pub(crate) mod choice;
 pub(crate) mod cost;
@@ -24,6 +25,7 @@ mod solve;
 pub(crate) mod table_file;
 pub(crate) mod to_table;
 
+pub use backward::{measure_levels, peak_tolerance, predict_levels, BackwardLevels};
 pub use calibrate::MODEL_ERROR;
 pub use choice::Choice;
 pub use cost::{predict, ChoiceCost, CopyCost, LayerKind, Prediction, Profile, MAX_AUTO_REGIONS};

@@ -117,8 +117,7 @@ impl Plan {
     /// # }
     /// ```
     pub fn for_budget(profile: &Profile, bytes: i64) -> Result<Plan> {
-        let cap = bytes - profile.baseline_bytes;
-        match solve::for_kept(profile, cap) {
+        match solve::for_bound(profile, solve::Bound::Kept(bytes)) {
             Some(choices) => Ok(Plan::build(profile, Target::Kept, Some(bytes), &choices)),
             None => {
                 let least = Plan::minimum(profile);
@@ -145,7 +144,7 @@ impl Plan {
     /// # }
     /// ```
     pub fn for_peak_budget(profile: &Profile, bytes: i64) -> Result<Plan> {
-        let choices = solve::for_peak(profile, bytes);
+        let choices = solve::for_bound(profile, solve::Bound::Peak(bytes));
         let best = choices.map(|c| Plan::build(profile, Target::Peak, Some(bytes), &c));
         best.ok_or_else(|| {
             let least = solve::least_peak(profile);
@@ -178,6 +177,23 @@ impl Plan {
             })
             .collect();
         Plan::build(profile, Target::Kept, None, &choices)
+    }
+
+    /// The plan whose predicted peak during backward is least: the plan
+    /// [`Plan::for_peak_budget`] gives at the least budget it accepts.
+    ///
+    /// ```no_run
+    /// # fn f(profile: &remat_runtime::planner::Profile) {
+    /// use remat_runtime::planner::Plan;
+    /// let least = Plan::minimum_peak(profile).predicted.peak_bytes;
+    /// assert!(Plan::for_peak_budget(profile, least - 1).is_err());
+    /// # }
+    /// ```
+    pub fn minimum_peak(profile: &Profile) -> Plan {
+        let least = solve::least_peak(profile);
+        let choices = solve::for_bound(profile, solve::Bound::Peak(least))
+            .expect("a plan fits the least peak budget");
+        Plan::build(profile, Target::Peak, Some(least), &choices)
     }
 
     /// The plan of one choice index per layer (indices into its kind's
@@ -231,9 +247,19 @@ impl Plan {
         }
     }
 
-    /// The choice index per layer under `profile` (the plan must match it;
-    /// see [`Plan::check`]).
-    pub(crate) fn choice_indices(&self, profile: &Profile) -> Vec<usize> {
+    /// The choice index per layer under `profile` (indices into each
+    /// kind's `choices`, what [`predict`] and
+    /// [`predict_levels`](crate::planner::predict_levels) take); the plan
+    /// must match the profile (see [`Plan::check`]).
+    ///
+    /// ```no_run
+    /// # fn f(profile: &remat_runtime::planner::Profile) {
+    /// use remat_runtime::planner::{predict, Plan};
+    /// let plan = Plan::for_budget(profile, 60 << 20).unwrap();
+    /// assert_eq!(predict(profile, &plan.choice_indices(profile)), plan.predicted);
+    /// # }
+    /// ```
+    pub fn choice_indices(&self, profile: &Profile) -> Vec<usize> {
         self.layers
             .iter()
             .enumerate()

@@ -38,6 +38,7 @@
 use crate::checkpointing::auto::{self, DecisionTable};
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
 use crate::error::{Error, Result};
+use crate::planner::backward::{self, structural_delta};
 use crate::planner::calibrate::calibrate;
 use crate::planner::choice::Choice;
 use crate::planner::cost::{ChoiceCost, CopyCost, LayerKind, Profile, MAX_AUTO_REGIONS};
@@ -215,6 +216,7 @@ fn profile_inner(
         runs: 0,
         copy: None,
         gathered_bytes: 0,
+        backward: None,
     };
     for k in 0..profile.kinds.len() {
         let rep = profile.kinds[k].members[0];
@@ -244,6 +246,12 @@ fn profile_inner(
     for (kind, tails) in profile.kinds.iter_mut().zip(&tails) {
         finish_kind(kind, tails, copy);
     }
+    // After the calibration's steps: a process's first backward allocates
+    // what it keeps for good (the engine's threads, kernels' caches), which
+    // is no level of this model's backward.
+    runs += backward::TRACED_STEPS;
+    profile.backward = backward::measure(&mut forward, &profile.layers)?;
+    runs += backward::measure_choices(&mut profile, &mut forward)?;
     profile.runs = runs;
     Ok(profile)
 }
@@ -313,6 +321,7 @@ fn structure(calls: &[CheckpointCall], offload: bool) -> Result<Structure> {
                         replay_ns: 0,
                         spread_ns: 0,
                         working_set: 0,
+                        level_delta: 0,
                         tail_ns: 0,
                         moved_bytes: 0,
                     })
@@ -529,6 +538,11 @@ fn finish_kind(kind: &mut LayerKind, tails: &[u64], copy: Option<CopyCost>) {
         kind.save_bytes[r] = alone.map_or(0, |c| c.bytes);
     }
     kind.whole_bytes = whole.map(|w| w + kind.input_bytes);
+    // Until the backward's levels are measured (backward::measure_choices).
+    let base = kind.choices[Profile::baseline_index(kind)].clone();
+    for c in &mut kind.choices {
+        c.level_delta = structural_delta(c, &base);
+    }
 }
 
 #[cfg(test)]
@@ -644,6 +658,7 @@ mod tests {
             runs: 0,
             copy: None,
             gathered_bytes: 0,
+            backward: None,
         };
         moved_bytes(&mut profile);
         let copy = CopyCost {

@@ -12,8 +12,9 @@
 //! Invariant: every plan returned is laid out by [`canonical`]: within a
 //! kind, the blocks that keep least come first.
 
+use crate::planner::backward::levels_of;
 use crate::planner::cost::{predict, ChoiceCost, Profile};
-use crate::planner::front::{search, Objective};
+use crate::planner::front::{search, Allowed, Objective};
 use std::collections::BTreeMap;
 
 /// Bytes kept, then replay time: the front of the fastest plan.
@@ -38,7 +39,7 @@ impl Objective for Fastest {
         Fast { bytes: 0, time: 0 }
     }
 
-    fn of(c: &ChoiceCost) -> Fast {
+    fn of(&self, c: &ChoiceCost) -> Fast {
         Fast {
             bytes: c.bytes,
             time: c.replay_ns,
@@ -50,6 +51,10 @@ impl Objective for Fastest {
             bytes: a.bytes + b.bytes,
             time: a.time + b.time,
         }
+    }
+
+    fn kept(s: &Fast) -> i64 {
+        s.bytes
     }
 
     fn least(a: Fast, b: Fast) -> Fast {
@@ -75,9 +80,9 @@ impl Objective for Fastest {
         keep
     }
 
-    fn pick(front: &[Fast]) -> usize {
+    fn pick(&self, front: &[Fast]) -> Option<usize> {
         // Times fall strictly along the front: the last entry is the fastest.
-        front.len() - 1
+        front.len().checked_sub(1)
     }
 }
 
@@ -125,7 +130,7 @@ impl Objective for ByRule {
         }
     }
 
-    fn of(c: &ChoiceCost) -> Ruled {
+    fn of(&self, c: &ChoiceCost) -> Ruled {
         Ruled {
             key: RuleKey {
                 checkpointed: u32::from(c.choice.checkpointed),
@@ -147,6 +152,10 @@ impl Objective for ByRule {
             },
             low: a.low + b.low,
         }
+    }
+
+    fn kept(s: &Ruled) -> i64 {
+        s.key.kept_bytes
     }
 
     fn least(a: Ruled, b: Ruled) -> Ruled {
@@ -194,97 +203,153 @@ impl Objective for ByRule {
         true
     }
 
-    fn pick(_: &[Ruled]) -> usize {
+    fn pick(&self, front: &[Ruled]) -> Option<usize> {
         // Fronts are in rule order: the first entry wins.
-        0
+        (!front.is_empty()).then_some(0)
     }
 }
 
-/// The cheapest (replay time, then bytes) choice per layer with
-/// `Σ bytes ≤ cap`, among choices `allowed`; `None` when none fits.
-fn fastest(
-    profile: &Profile,
-    allowed: &dyn Fn(&ChoiceCost) -> bool,
-    cap: i64,
-) -> Option<Vec<usize>> {
+/// What a budget bounds, and how much.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Bound {
+    /// Bytes kept at the forward→backward point.
+    Kept(i64),
+    /// The predicted peak during backward.
+    Peak(i64),
+}
+
+impl Bound {
+    fn budget(self) -> i64 {
+        match self {
+            Bound::Kept(b) | Bound::Peak(b) => b,
+        }
+    }
+
+    fn with(self, budget: i64) -> Bound {
+        match self {
+            Bound::Kept(_) => Bound::Kept(budget),
+            Bound::Peak(_) => Bound::Peak(budget),
+        }
+    }
+
+    /// What the bound measures of a plan.
+    fn of(self, profile: &Profile, choices: &[usize]) -> i64 {
+        let p = predict(profile, choices);
+        match self {
+            Bound::Kept(_) => p.kept_bytes,
+            Bound::Peak(_) => p.peak_bytes,
+        }
+    }
+}
+
+/// The bound as the search's limits: a cap on the bytes kept over the
+/// baseline, and for a peak, a limit at every point of the backward on
+/// what the layers before it keep (backward.rs's `predict_levels`, term
+/// by term).
+fn limits<'a>(profile: &'a Profile, bound: Bound) -> (i64, Box<Allowed<'a>>) {
+    match bound {
+        Bound::Kept(b) => (b - profile.baseline_bytes, Box::new(|_, _, _| true)),
+        Bound::Peak(b) => {
+            let levels = levels_of(profile);
+            let room = b - profile.gathered_bytes;
+            let cap = levels.gaps[profile.layers.len()].map_or(i64::MAX / 2, |g| room - g);
+            let within =
+                move |level: Option<i64>, before: i64| level.is_none_or(|l| l + before <= room);
+            let allowed = move |i: usize, before: i64, c: &ChoiceCost| {
+                within(levels.gaps[i], before)
+                    && within(levels.layers[i].map(|l| l + c.level_delta), before)
+            };
+            (cap, Box::new(allowed))
+        }
+    }
+}
+
+/// The fastest plan (replay time, then bytes) within `bound`; `None` when
+/// none fits.
+fn fastest(profile: &Profile, bound: Bound) -> Option<Vec<usize>> {
+    let (cap, allowed) = limits(profile, bound);
     let objective = Fastest {
         cap,
         last_time: None,
     };
-    search(profile, allowed, objective).map(|(_, choices)| canonical(profile, choices))
+    search(profile, &*allowed, objective).map(|(_, choices)| canonical(profile, bound, choices))
 }
 
-/// Among the plans of `allowed` choices with `Σ bytes ≤ cap` whose time
-/// interval reaches down to `limit`, the first by [`RuleKey`].
-fn by_rule(
-    profile: &Profile,
-    allowed: &dyn Fn(&ChoiceCost) -> bool,
-    cap: i64,
-    limit: i64,
-) -> Option<(RuleKey, Vec<usize>)> {
+/// Among the plans within `bound` whose time interval reaches down to
+/// `limit`, the first by [`RuleKey`].
+fn by_rule(profile: &Profile, bound: Bound, limit: i64) -> Option<Vec<usize>> {
+    let (cap, allowed) = limits(profile, bound);
     let objective = ByRule {
         cap,
         limit,
         stairs: BTreeMap::new(),
     };
-    search(profile, allowed, objective).map(|(sum, choices)| (sum.key, canonical(profile, choices)))
+    search(profile, &*allowed, objective).map(|(_, choices)| canonical(profile, bound, choices))
 }
 
-/// The upper end of the fastest plan's interval: plans reaching below it
-/// are equivalent to it.
-fn equivalence_limit(profile: &Profile, fastest: &[usize]) -> i64 {
-    let p = predict(profile, fastest);
+/// The upper end of a plan's interval `replay ± spread`: plans whose
+/// interval reaches below the fastest plan's upper end are equivalent to
+/// it (rule 1).
+fn upper_end(profile: &Profile, choices: &[usize]) -> i64 {
+    let p = predict(profile, choices);
     p.replay_ns as i64 + p.spread_ns as i64
 }
 
-/// The choices of `Plan::for_budget` for a cap on `Σ bytes` over the
-/// baseline: the fastest, then the rule's pick among its equivalents.
-pub(super) fn for_kept(profile: &Profile, cap: i64) -> Option<Vec<usize>> {
-    let allowed = |_: &ChoiceCost| true;
-    let fast = fastest(profile, &allowed, cap)?;
-    let limit = equivalence_limit(profile, &fast);
-    by_rule(profile, &allowed, cap, limit).map(|(_, choices)| choices)
+/// The least budget any plan fits.
+fn least_budget(profile: &Profile, bound: Bound) -> i64 {
+    match bound {
+        Bound::Kept(_) => {
+            let least: i64 = profile
+                .layer_kind
+                .iter()
+                .map(|&k| {
+                    let kind = &profile.kinds[k];
+                    kind.choices.iter().map(|c| c.bytes).min().unwrap_or(0)
+                })
+                .sum();
+            profile.baseline_bytes + least
+        }
+        Bound::Peak(_) => least_peak(profile),
+    }
 }
 
-/// The choices of `Plan::for_peak_budget`: the peak (kept bytes plus the
-/// largest working set) is not additive, so this is exact by trying every
-/// cap on the largest working set, first for the fastest plan, then for the
-/// rule's pick among its equivalents.
-pub(super) fn for_peak(profile: &Profile, bytes: i64) -> Option<Vec<usize>> {
-    let caps = working_set_caps(profile);
-    let cap = |w: i64| bytes - w - profile.baseline_bytes - profile.gathered_bytes;
-    let mut fast: Option<(u64, i64, Vec<usize>)> = None;
-    for &w in &caps {
-        let allowed = move |c: &ChoiceCost| c.working_set <= w;
-        if let Some(choices) = fastest(profile, &allowed, cap(w)) {
-            let p = predict(profile, &choices);
-            if fast
-                .as_ref()
-                .is_none_or(|(t, b, _)| (p.replay_ns, p.peak_bytes) < (*t, *b))
-            {
-                fast = Some((p.replay_ns, p.peak_bytes, choices));
-            }
+/// The plan a budget gets (`Plan::for_budget`, `Plan::for_peak_budget`;
+/// docs/planner.md, "Equivalent plans"): the rule's pick among the plans
+/// equivalent to the fastest that fits (rules 1 and 2), unless the rule's
+/// pick at a smaller budget is predicted faster; then the fastest of those
+/// picks (ties: the larger budget's), so that a larger budget never gets a
+/// plan predicted slower (rule 4).
+///
+/// The fastest plan and the rule's pick at a budget stay what they are for
+/// every smaller budget down to what the two need (fewer plans fit, and
+/// both still do), so the picks below are found by stepping down past
+/// that, one search pair per stretch.
+pub(super) fn for_bound(profile: &Profile, bound: Bound) -> Option<Vec<usize>> {
+    let least = least_budget(profile, bound);
+    let mut budget = bound.budget();
+    let mut best: Option<(u64, Vec<usize>)> = None;
+    while budget >= least {
+        let at = bound.with(budget);
+        let Some(fast) = fastest(profile, at) else {
+            break;
+        };
+        let pick = by_rule(profile, at, upper_end(profile, &fast))
+            .expect("the fastest plan is equivalent to itself");
+        let time = predict(profile, &pick).replay_ns;
+        budget = bound.of(profile, &pick).max(bound.of(profile, &fast)) - 1;
+        if best.as_ref().is_none_or(|(t, _)| time < *t) {
+            best = Some((time, pick));
         }
     }
-    let (_, _, fast) = fast?;
-    let limit = equivalence_limit(profile, &fast);
-    let mut best: Option<(RuleKey, i64, Vec<usize>)> = None;
-    for &w in &caps {
-        let allowed = move |c: &ChoiceCost| c.working_set <= w;
-        if let Some((key, choices)) = by_rule(profile, &allowed, cap(w), limit) {
-            let peak = predict(profile, &choices).peak_bytes;
-            if best.as_ref().is_none_or(|(k, p, _)| (key, peak) < (*k, *p)) {
-                best = Some((key, peak, choices));
-            }
-        }
-    }
-    best.map(|(_, _, choices)| choices)
+    best.map(|(_, choices)| choices)
 }
 
 /// The same multiset of choices per kind, laid out with the choices that
 /// keep least first: the backward reaches the last layers first and frees
-/// what they keep before the early layers replay.
-fn canonical(profile: &Profile, mut choices: Vec<usize>) -> Vec<usize> {
+/// what they keep before the early layers replay, so this lowers what is
+/// alive at every point (kept as given if it would not fit the bound).
+fn canonical(profile: &Profile, bound: Bound, given: Vec<usize>) -> Vec<usize> {
+    let mut choices = given.clone();
     for kind in &profile.kinds {
         let mut picked: Vec<usize> = kind.members.iter().map(|&m| choices[m]).collect();
         picked.sort_by_key(|&c| (kind.choices[c].bytes, c));
@@ -292,43 +357,38 @@ fn canonical(profile: &Profile, mut choices: Vec<usize>) -> Vec<usize> {
             choices[m] = c;
         }
     }
-    choices
+    if bound.of(profile, &choices) <= bound.of(profile, &given).max(bound.budget()) {
+        choices
+    } else {
+        given
+    }
 }
 
-/// Every distinct working set of a choice, ascending: the caps on the
-/// largest replay's working set that the peak target tries.
-fn working_set_caps(profile: &Profile) -> Vec<i64> {
-    let mut caps: Vec<i64> = profile
-        .kinds
-        .iter()
-        .flat_map(|k| k.choices.iter().map(|c| c.working_set))
-        .collect();
-    caps.sort_unstable();
-    caps.dedup();
-    caps
-}
-
-/// The least predicted peak of any plan (the peak is not additive, so this
-/// takes the least over caps on the working set).
+/// The least predicted peak of any plan: the peak is not a sum, so this
+/// searches the budget, each try an exact feasibility search.
 pub(super) fn least_peak(profile: &Profile) -> i64 {
-    working_set_caps(profile)
-        .into_iter()
-        .filter_map(|w| {
-            let least: Option<i64> = profile
-                .layer_kind
-                .iter()
-                .map(|&k| {
-                    profile.kinds[k]
-                        .choices
-                        .iter()
-                        .filter(|c| c.working_set <= w)
-                        .map(|c| c.bytes)
-                        .min()
-                })
-                .sum();
-            least.map(|l| profile.baseline_bytes + l + w)
-        })
-        .min()
-        .unwrap_or(profile.baseline_bytes)
-        + profile.gathered_bytes
+    let fits = |b: i64| fastest(profile, Bound::Peak(b)).is_some();
+    let all: Vec<usize> = profile
+        .layer_kind
+        .iter()
+        .map(|&k| Profile::baseline_index(&profile.kinds[k]))
+        .collect();
+    // A budget that fits, then one that does not, then bisect.
+    let mut high = predict(profile, &all).peak_bytes;
+    let mut step = 1i64;
+    let mut low = high - step;
+    while fits(low) {
+        high = low;
+        step = step.saturating_mul(2);
+        low = high.saturating_sub(step);
+    }
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if fits(mid) {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    high
 }

@@ -7,7 +7,7 @@
 //! Forward runs record their closure and regions; a replay records only
 //! its own duration (what the planner's calibration costs a choice by).
 
-use crate::bridge::{storage_key, storage_nbytes};
+use crate::bridge::{sequence_number, storage_key, storage_nbytes};
 use crate::policy::Policy;
 use crate::sync::lock;
 use std::cell::RefCell;
@@ -93,6 +93,11 @@ pub(crate) struct CheckpointCall {
     /// calibration's backward computes their gradients too, so that it does
     /// a real step's work in the block (see `planner::profile`).
     pub leaves: Handles,
+    /// The autograd sequence numbers of the nodes its forward made: from
+    /// the first (taken as the call started) to one past the last (as its
+    /// closure returned). The profile's backward trace tells by them which
+    /// checkpoint's backward a node belongs to.
+    pub nodes: (i64, i64),
 }
 
 /// Shallow handles to tensors; a clone shares them.
@@ -162,6 +167,10 @@ pub(crate) struct ProfileSink {
     /// computes gradients for these, so that it replays every checkpoint
     /// downstream without touching parameters' gradients).
     pub grad_inputs: Option<Mutex<Vec<Tensor>>>,
+    /// Named checkpoint calls that ran as plain code (disabled, or turned
+    /// off by a plan), with the sequence numbers of the nodes they made
+    /// (see [`CheckpointCall::nodes`]).
+    pub plain: Mutex<Vec<(String, (i64, i64))>>,
 }
 
 /// Notes a checkpoint call's inputs for a calibration run (see
@@ -172,6 +181,19 @@ pub(crate) fn note_inputs(inputs: &[Option<Tensor>]) {
             note_into(sink, inputs);
         }
     });
+}
+
+/// Runs a checkpoint call that runs as plain code, noting the nodes it
+/// makes when profiling (see [`ProfileSink::plain`]).
+pub(crate) fn plain_call<R>(name: Option<&str>, body: impl FnOnce() -> R) -> R {
+    let sink = SINK.with(|s| s.borrow().clone());
+    let (Some(sink), Some(name)) = (sink, name) else {
+        return body();
+    };
+    let from = sequence_number();
+    let out = body();
+    lock(&sink.plain).push((name.to_string(), (from, sequence_number())));
+    out
 }
 
 fn note_into(sink: &ProfileSink, inputs: &[Option<Tensor>]) {
@@ -234,6 +256,7 @@ pub(crate) fn start_call(
         auto,
         input_sizes: inputs.iter().flatten().map(Tensor::size).collect(),
         input_bytes,
+        nodes: (sequence_number(), i64::MAX),
         ..CheckpointCall::default()
     }));
     lock(&sink.calls).push(call.clone());
