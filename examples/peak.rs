@@ -2,7 +2,7 @@
 //! contract").
 //!
 //! ```text
-//! cargo run --release --example peak -- [small|medium|deep|narrow|llama|unet|mixed]
+//! cargo run --release --example peak -- [small|medium|deep|deep-narrow|llama|unet|mixed]
 //! ```
 //!
 //! For nine kept budgets and nine peak budgets from the least any plan
@@ -23,7 +23,7 @@ use remat_reference::planned::{
 
 /// The reference model at the deep config's depth and the small width: what
 /// the tests sweep for depth.
-pub const NARROW_DEEP: Config = Config { l: 32, ..SMALL };
+const NARROW_DEEP: Config = Config { l: 32, ..SMALL };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tch::set_num_threads(1);
@@ -32,14 +32,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "small" => Box::new(Reference::new("small", SMALL)),
         "medium" => Box::new(Reference::new("medium", MEDIUM)),
         "deep" => Box::new(Reference::new("deep", DEEP)),
-        "narrow" => Box::new(Reference::new("narrow", NARROW_DEEP)),
+        "deep-narrow" => Box::new(Reference::new("deep-narrow", NARROW_DEEP)),
         "llama" => Box::new(Llama::new(LLAMA)),
         "unet" => Box::new(UNet::new()),
         "mixed" => Box::new(Mixed::new()),
         other => return Err(format!("unknown model `{other}`").into()),
     };
-    let rows =
+    let sweep =
         sweep(model.as_ref(), 8)?.ok_or("the C heap does not report its bytes here (not glibc)")?;
-    print!("{}", table(&rows));
+    print!("{}", table(&sweep.rows));
     Ok(())
 }

@@ -17,6 +17,8 @@
 //! - `planner [--quick] [--config small|medium] --out FILE`: only section 4
 //!   (the planner), as markdown in FILE, with its plot beside it; `--config`
 //!   is the config of the hand-policy comparison (medium by default)
+//! - `peak [--quick] --docs FILE`: the planner's peak contract over its
+//!   model shapes, written into FILE (docs/planner.md) between its markers
 //! - `extras <rounds> <reps>`: where each hand policy's extra step time
 //!   over `none` goes on the medium config (forward, backward page faults,
 //!   against the time model's prediction), as a markdown table
@@ -36,6 +38,7 @@ mod allocator;
 mod early_stop;
 mod extras;
 mod pareto;
+mod peak;
 mod planner;
 mod planner_report;
 mod python;
@@ -186,13 +189,14 @@ fn main() {
         Some("steps") => steps_only(&args[1..]),
         Some("extras") => extras::extras(&args[1..]),
         Some("early-stop") => early_stop::early_stop(&args[1..]),
+        Some("peak") => peak::peak(&args[1..]),
         // `cargo test --all-targets` runs every bench without arguments:
         // the benchmark is `cargo xtask bench`'s, not the test suite's.
         None => {
             println!("perf: run by `cargo xtask bench` (nothing to do without arguments)");
             Ok(())
         }
-        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | steps <config> <rounds> --python PY --script FILE | early-stop <config> <rounds> | planner [--quick] [--config small|medium] --out FILE".into()),
+        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | steps <config> <rounds> --python PY --script FILE | early-stop <config> <rounds> | planner [--quick] [--config small|medium] --out FILE | peak [--quick] --docs FILE".into()),
     };
     if let Err(e) = result {
         eprintln!("bench: error: {e}");
@@ -293,6 +297,12 @@ fn planner_only(args: &[String]) -> Result<(), String> {
     let mut text = String::new();
     planner_section(&plan, config, std::path::Path::new(out), &mut text)?;
     std::fs::write(out, text).map_err(|e| format!("cannot write {out}: {e}"))
+}
+
+/// Whether `plan` is the quick one (the peak contract leaves the deep
+/// config out).
+fn quick_plan(plan: &Plan) -> bool {
+    plan.deep_steps == QUICK.deep_steps
 }
 
 /// Section 4: measures the planner on the small config (every assignment)
@@ -625,9 +635,14 @@ fn run(args: &[String]) -> Result<(), String> {
 
     worker.quit();
 
-    // 4. The planner (Rust only).
+    // 4. The planner (Rust only), and its peak contract in docs/planner.md.
     let mut section4 = String::new();
     planner_section(&plan, "medium", &opts.out, &mut section4)?;
+    peak::write_section(
+        &opts.out.with_file_name("planner.md"),
+        quick_plan(&plan),
+        &opts.command,
+    )?;
 
     let elapsed = started.elapsed().as_secs_f64();
     let old = std::fs::read_to_string(&opts.out).unwrap_or_default();

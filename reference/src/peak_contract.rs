@@ -52,18 +52,27 @@ fn none(profile: &Profile) -> Plan {
     Plan::from_choices(profile, &vec![0; profile.layers.len()]).expect("choice 0 of every layer")
 }
 
+/// A model's sweep: its profile and one row per plan.
+pub struct Sweep {
+    /// The profile the plans were made from.
+    pub profile: Profile,
+    /// Kept budgets, then peak budgets, each rising.
+    pub rows: Vec<Row>,
+}
+
 /// Profiles `model`, then for `steps + 1` kept budgets and `steps + 1` peak
-/// budgets evenly from the least any plan needs to what [`none`] needs,
-/// plans it, runs one step under the plan (parameters' gradients existing
-/// and zeroed, as in training) and measures the heap during its backward.
+/// budgets evenly from the least any plan needs to what the plan with
+/// every block whole needs, plans it, runs one step under the plan
+/// (parameters' gradients existing and zeroed, as in training) and
+/// measures the heap during its backward.
 /// `Ok(None)` where the heap does not say its bytes (not glibc).
 ///
 /// ```no_run
 /// use remat_reference::{peak_contract::sweep, planned::Reference, SMALL};
-/// let rows = sweep(&Reference::new("small", SMALL), 8).unwrap().unwrap();
-/// assert_eq!(rows.len(), 18);
+/// let sweep = sweep(&Reference::new("small", SMALL), 8).unwrap().unwrap();
+/// assert_eq!(sweep.rows.len(), 18);
 /// ```
-pub fn sweep(model: &dyn Planned, steps: i64) -> Result<Option<Vec<Row>>, String> {
+pub fn sweep(model: &dyn Planned, steps: i64) -> Result<Option<Sweep>, String> {
     let params = model.parameters();
     // Gradients exist before anything is measured, as after a first step.
     model.loss().backward();
@@ -108,7 +117,7 @@ pub fn sweep(model: &dyn Planned, steps: i64) -> Result<Option<Vec<Row>>, String
             });
         }
     }
-    Ok(Some(rows))
+    Ok(Some(Sweep { profile, rows }))
 }
 
 /// Rows as a markdown table (KiB, replay in ms).

@@ -1,6 +1,6 @@
 //! CUDA memory: the OOM observer on a forced out-of-memory error,
-//! allocation sites in a memory report, the planner's predicted bytes
-//! against the caching allocator's count, and each policy's peak.
+//! allocation sites in a memory report, the planner's predicted bytes and
+//! peak against the caching allocator's count, and each policy's peak.
 
 use crate::check;
 use remat::diagnostics::device::{cuda_memory, reset_cuda_peak};
@@ -125,6 +125,48 @@ fn planner_predicted_bytes_against_the_allocator() {
             "predicted {predicted} bytes kept, the allocator counts {measured}"
         );
         format!("predicted {predicted} B, allocator {measured} B")
+    });
+}
+
+/// The peak contract on CUDA (docs/planner.md, "The peak contract"): the
+/// profile's levels come from the caching allocator, and the allocator's
+/// peak during each plan's backward (over what was allocated before its
+/// forward) is within `peak_tolerance` of the predicted peak, at five peak
+/// budgets from the least to what the model keeps with no checkpoint.
+#[test]
+fn planner_predicted_peak_against_the_allocator() {
+    check("planner_predicted_peak_against_the_allocator", |device| {
+        let model = Model::on(MEDIUM, 0, device);
+        let (x, y) = batch_on(MEDIUM, 1, device);
+        model.loss(&x, &y, ModelPolicy::None).backward();
+        let profile = planner::profile(|| model.loss(&x, &y, ModelPolicy::Auto)).unwrap();
+        assert!(
+            profile.backward.is_some(),
+            "no levels from the caching allocator"
+        );
+        let least = Plan::minimum_peak(&profile).predicted.peak_bytes;
+        let none = Plan::from_choices(&profile, &vec![0; profile.layers.len()]).unwrap();
+        let most = none.predicted.peak_bytes;
+        let mut rows = Vec::new();
+        for step in 0..=4 {
+            let plan = Plan::for_peak_budget(&profile, least + (most - least) * step / 4).unwrap();
+            model.zero_grad();
+            remat::diagnostics::device::synchronize(device);
+            let base = cuda_memory(device).unwrap().allocated;
+            let loss = plan.scope(|| model.loss(&x, &y, ModelPolicy::Auto));
+            remat::diagnostics::device::synchronize(device);
+            reset_cuda_peak(device).unwrap();
+            loss.backward();
+            remat::diagnostics::device::synchronize(device);
+            let measured = cuda_memory(device).unwrap().peak_allocated - base;
+            let predicted = plan.predicted.peak_bytes;
+            assert!(
+                (measured - predicted).abs() <= planner::peak_tolerance(predicted),
+                "predicted peak {predicted} B, the allocator's {measured} B\n{plan}"
+            );
+            rows.push(format!("{predicted}/{measured}"));
+        }
+        format!("predicted/measured peak: {}", rows.join(" "))
     });
 }
 

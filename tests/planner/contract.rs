@@ -22,9 +22,10 @@ use remat_reference::planned::{Planned, Reference};
 
 fn holds(model: &dyn Planned) {
     let _serial = serial();
-    let Some(rows) = sweep(model, 8).unwrap() else {
+    let Some(sweep) = sweep(model, 8).unwrap() else {
         return; // not glibc: the heap does not report its bytes
     };
+    let rows = sweep.rows;
     let shown = table(&rows);
     for r in &rows {
         let tolerance = peak_tolerance(r.predicted);

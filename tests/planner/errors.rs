@@ -111,6 +111,8 @@ fn a_plan_for_another_model_names_what_differs() {
 
 #[test]
 fn bad_plan_files_are_refused() {
+    // Serial too: other tests read the heap.
+    let _serial = crate::serial();
     let err = Plan::from_json("{ not json").unwrap_err().to_string();
     assert!(
         err.contains("cannot read the plan file") && err.contains("line 1"),

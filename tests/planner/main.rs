@@ -1,6 +1,6 @@
 //! Tests of the memory-budget planner (docs/planner.md): predictions equal
-//! measurements, the solver is exact, plans keep gradients bitwise, plan
-//! files, and errors.
+//! measurements, the peak contract, the solver is exact, plans are monotone
+//! in the budget and keep gradients bitwise, plan files, and errors.
 //!
 //! Every test here measures through the whole-model report, which sees every
 //! live checkpoint of the process: they take `LOCK` so that no other test's

@@ -482,6 +482,8 @@ fn three_measured_profiles_agree_with_the_spreads_floor() {
 /// peak rises by them too (docs/semantics.md, rule F9).
 #[test]
 fn gathered_parameters_of_a_sharded_model_raise_every_predicted_peak() {
+    // Serial too: its searches allocate, and other tests read the heap.
+    let _serial = crate::serial();
     const GATHERED: i64 = 6 * MIB;
     let plain = profile(&MEDIUM, medium_costs());
     let sharded = Profile {

@@ -52,9 +52,27 @@ fn install_torch_remat(python: &Path) -> Result<()> {
     })
 }
 
+/// `cargo xtask bench --peak [--quick]`: the planner's peak contract alone,
+/// written into docs/planner.md (benches/perf's `peak`; `--quick` leaves
+/// the deep config out).
+fn peak_doc(args: &[String]) -> Result<()> {
+    let quick = match args {
+        [] => false,
+        [q] if q == "--quick" => true,
+        _ => return Err(format!("--peak takes only --quick, not {args:?}")),
+    };
+    let mut cmd = cargo();
+    cmd.args(["bench", "--bench", "perf", "--", "peak", "--docs"])
+        .arg(repo_root().join("docs").join("planner.md"));
+    if quick {
+        cmd.arg("--quick");
+    }
+    run(&mut cmd)
+}
+
 /// `cargo xtask bench [--quick] [--threads N]`: builds and runs
 /// benches/perf, which drives bench/python/peers.py and writes
-/// docs/performance.md; `--threads` is libtorch's intra-op thread count on
+/// docs/performance.md and the peak contract of docs/planner.md; `--threads` is libtorch's intra-op thread count on
 /// both sides (default 1). Then, unless `--quick` (a smoke run of the
 /// benchmark alone), writes docs/training-example.md. `cargo xtask bench
 /// --training-example` writes docs/training-example.md alone.
@@ -62,7 +80,7 @@ pub(crate) fn bench(torch: &Path, args: &[String]) -> Result<()> {
     let usage = || {
         format!(
             "usage: cargo xtask bench [--quick] [--threads N] | cargo xtask bench \
-             --training-example, not {args:?}"
+             --training-example | cargo xtask bench --peak [--quick], not {args:?}"
         )
     };
     if args.iter().any(|a| a == "--training-example") {
@@ -71,6 +89,9 @@ pub(crate) fn bench(torch: &Path, args: &[String]) -> Result<()> {
         } else {
             Err(usage())
         };
+    }
+    if args.first().is_some_and(|a| a == "--peak") {
+        return peak_doc(&args[1..]).map_err(|e| format!("{e}\n{}", usage()));
     }
     let (mut quick, mut threads) = (false, None);
     let mut it = args.iter();

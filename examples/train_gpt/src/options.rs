@@ -48,8 +48,9 @@ pub struct Options {
     /// under the plan. The plan goes to `<out>/plan.json`.
     #[arg(long, value_parser = budget_bytes, value_name = "BYTES")]
     pub budget: Option<i64>,
-    /// The budget bounds the predicted peak during backward (kept bytes plus
-    /// the largest replay's working set) instead of the kept bytes.
+    /// The budget bounds the predicted peak during backward (at every point
+    /// of the backward: docs/planner.md, "Peak during backward") instead of
+    /// the kept bytes.
     #[arg(long, requires = "budget")]
     pub peak: bool,
     /// Mixed precision: the forward and the loss of every step (and of the

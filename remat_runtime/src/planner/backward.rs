@@ -21,73 +21,12 @@
 use crate::bridge::{bytes_in_use, traced_backward};
 use crate::checkpointing::auto;
 use crate::error::Result;
-use crate::planner::cost::{ChoiceCost, Profile};
+use crate::planner::cost::{BackwardLevels, ChoiceCost, Profile};
 use crate::recorders::timing::{record_into, ProfileSink};
 use crate::sync::lock;
 use std::borrow::Cow;
 use std::sync::Arc;
 use tch::Tensor;
-
-/// The most bytes in use while a backward ran, by where it was, in bytes
-/// over the bytes in use before its forward, on the loss's device (the C
-/// heap on the CPU, the caching allocator on CUDA); `None` where the
-/// backward ran no node. [`Profile::backward`](crate::planner::Profile::backward)
-/// holds the baseline's (every planned checkpoint on, every `Auto` region
-/// recomputed); [`measure_levels`] measures any forward's.
-///
-/// ```
-/// use remat_runtime::planner::BackwardLevels;
-/// // Two planned checkpoints: the backward peaks in the second; nothing
-/// // runs between them.
-/// let levels = BackwardLevels {
-///     layers: vec![Some(300), Some(500)],
-///     gaps: vec![Some(100), None, Some(400)],
-/// };
-/// assert_eq!(levels.most(), 500);
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BackwardLevels {
-    /// Per planned checkpoint, in [`Profile::layers`](crate::planner::Profile::layers)'s
-    /// order: the most while the backward ran the nodes its forward made
-    /// (its replay included).
-    pub layers: Vec<Option<i64>>,
-    /// Between checkpoints: `gaps[i]` is the most while the backward ran
-    /// nodes made after checkpoint `i - 1` and before checkpoint `i`;
-    /// `gaps[0]` before the first (the embeddings), `gaps[L]` after the
-    /// last (the head and the loss, and the level the backward started
-    /// at).
-    pub gaps: Vec<Option<i64>>,
-}
-
-impl BackwardLevels {
-    /// The most of all levels (0 for none).
-    pub fn most(&self) -> i64 {
-        self.layers
-            .iter()
-            .chain(&self.gaps)
-            .flatten()
-            .copied()
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Each level the least of two measures of it.
-    fn least(self, other: &BackwardLevels) -> BackwardLevels {
-        let min = |a: &[Option<i64>], b: &[Option<i64>]| -> Vec<Option<i64>> {
-            a.iter()
-                .zip(b)
-                .map(|(x, y)| match (x, y) {
-                    (Some(x), Some(y)) => Some(*x.min(y)),
-                    (x, y) => x.or(*y),
-                })
-                .collect()
-        };
-        BackwardLevels {
-            layers: min(&self.layers, &other.layers),
-            gaps: min(&self.gaps, &other.gaps),
-        }
-    }
-}
 
 /// How far the peak measured during a plan's backward may be from its
 /// predicted peak (`Prediction::peak_bytes`), either way: 64 KiB plus 3%
@@ -270,7 +209,7 @@ pub(crate) fn measure_choices(
 /// let profile = planner::profile_with(forward, 1).unwrap();
 /// if let Some(levels) = planner::measure_levels(&profile, forward).unwrap() {
 ///     // The replay of the checkpoint rebuilt `exp`'s 16 KiB result.
-///     assert!(levels.layers[0] >= 16 << 10);
+///     assert!(levels.layers[0].unwrap() >= 16 << 10);
 /// }
 /// ```
 pub fn measure_levels(

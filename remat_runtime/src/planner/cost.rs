@@ -1,12 +1,11 @@
 //! What a profile holds: per kind of planned checkpoint, each choice with
 //! the bytes it keeps and the replay time it costs, as `profile` measures
 //! them (the models of memory and time are in its docs) and the plan
-//! solver reads them; and what one choice per layer costs in all
-//! ([`predict`]).
+//! solver reads them, and the levels of the baseline's backward
+//! ([`BackwardLevels`], the model of the peak in backward.rs).
 
 use crate::checkpointing::auto::DecisionTable;
 use crate::diagnostics::format::human_bytes;
-use crate::planner::backward::{predict_levels, BackwardLevels};
 use crate::planner::choice::{decision_table, Choice};
 use crate::planner::estimate::Estimate;
 use std::fmt;
@@ -248,47 +247,63 @@ impl fmt::Display for Profile {
     }
 }
 
-/// The predicted cost of a plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Prediction {
-    /// Bytes kept at the forward→backward point (the measure of
-    /// [`measure_kept_bytes`](crate::planner::measure_kept_bytes)).
-    pub kept_bytes: i64,
-    /// The most bytes in use during backward, over those in use before the
-    /// forward: at each point of the backward, the baseline's measured
-    /// level ([`Profile::backward`]) plus what the plan keeps more than the
-    /// baseline in the layers the backward has not reached yet, at the
-    /// highest point; plus the profile's
-    /// [`gathered_bytes`](Profile::gathered_bytes) (docs/planner.md, "Peak
-    /// during backward").
-    pub peak_bytes: i64,
-    /// Total replay time in one backward, ns.
-    pub replay_ns: u64,
-    /// The spread of `replay_ns`: the sum of its choices' spreads (the
-    /// profile's estimates of one kind err alike wherever they enter), ns.
-    pub spread_ns: u64,
+/// The most bytes in use while a backward ran, by where it was, in bytes
+/// over the bytes in use before its forward, on the loss's device (the C
+/// heap on the CPU, the caching allocator on CUDA); `None` where the
+/// backward ran no node. [`Profile::backward`]
+/// holds the baseline's (every planned checkpoint on, every `Auto` region
+/// recomputed); [`measure_levels`](crate::planner::measure_levels) measures any forward's.
+///
+/// ```
+/// use remat_runtime::planner::BackwardLevels;
+/// // Two planned checkpoints: the backward peaks in the second; nothing
+/// // runs between them.
+/// let levels = BackwardLevels {
+///     layers: vec![Some(300), Some(500)],
+///     gaps: vec![Some(100), None, Some(400)],
+/// };
+/// assert_eq!(levels.most(), 500);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackwardLevels {
+    /// Per planned checkpoint, in [`Profile::layers`]'s
+    /// order: the most while the backward ran the nodes its forward made
+    /// (its replay included).
+    pub layers: Vec<Option<i64>>,
+    /// Between checkpoints: `gaps[i]` is the most while the backward ran
+    /// nodes made after checkpoint `i - 1` and before checkpoint `i`;
+    /// `gaps[0]` before the first (the embeddings), `gaps[L]` after the
+    /// last (the head and the loss, and the level the backward started
+    /// at).
+    pub gaps: Vec<Option<i64>>,
 }
 
-/// The prediction for one choice index per layer.
-///
-/// ```no_run
-/// # fn f(profile: &remat_runtime::planner::Profile) {
-/// let baseline: Vec<usize> = vec![1; profile.layers.len()];
-/// let p = remat_runtime::planner::predict(profile, &baseline);
-/// # }
-/// ```
-pub fn predict(profile: &Profile, choices: &[usize]) -> Prediction {
-    let (mut over, mut replay, mut spread) = (0, 0, 0);
-    for (i, &c) in choices.iter().enumerate() {
-        let c = &profile.kinds[profile.layer_kind[i]].choices[c];
-        over += c.bytes;
-        replay += c.replay_ns;
-        spread += c.spread_ns;
+impl BackwardLevels {
+    /// The most of all levels (0 for none).
+    pub fn most(&self) -> i64 {
+        self.layers
+            .iter()
+            .chain(&self.gaps)
+            .flatten()
+            .copied()
+            .max()
+            .unwrap_or(0)
     }
-    Prediction {
-        kept_bytes: profile.baseline_bytes + over,
-        peak_bytes: predict_levels(profile, choices).most() + profile.gathered_bytes,
-        replay_ns: replay,
-        spread_ns: spread,
+
+    /// Each level the least of two measures of it.
+    pub(crate) fn least(self, other: &BackwardLevels) -> BackwardLevels {
+        let min = |a: &[Option<i64>], b: &[Option<i64>]| -> Vec<Option<i64>> {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| match (x, y) {
+                    (Some(x), Some(y)) => Some(*x.min(y)),
+                    (x, y) => x.or(*y),
+                })
+                .collect()
+        };
+        BackwardLevels {
+            layers: min(&self.layers, &other.layers),
+            gaps: min(&self.gaps, &other.gaps),
+        }
     }
 }

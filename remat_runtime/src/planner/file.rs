@@ -8,9 +8,9 @@
 
 use crate::error::{Error, Result};
 use crate::planner::choice::Choice;
-use crate::planner::cost::Prediction;
 use crate::planner::cost::Profile;
 use crate::planner::plan::{LayerPlan, Plan, Target};
+use crate::planner::predict::Prediction;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;

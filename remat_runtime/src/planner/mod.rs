@@ -4,7 +4,9 @@
 //!
 //! From the bottom up: `choice` (one way to run a checkpoint), `estimate`
 //! (a measured time with its spread), `cost` (what a profile holds: each
-//! choice's bytes and time), `profile` (measuring them), `calibrate` (their
+//! choice's bytes and time, the backward's levels), `backward` (the model
+//! of the peak: measuring the levels, predicting a plan's), `predict` (what
+//! a plan costs in all), `profile` (measuring them), `calibrate` (their
 //! times, as replays), `front` (the exact search over layers), `solve`
 //! (what a budget gets: the fastest plan, then the tie rule's pick), `plan`
 //! (the plan, its prediction and activation), `file` (plan files),
@@ -20,17 +22,19 @@ pub(crate) mod estimate;
 pub(crate) mod file;
 mod front;
 pub(crate) mod plan;
+pub(crate) mod predict;
 pub(crate) mod profile;
 mod solve;
 pub(crate) mod table_file;
 pub(crate) mod to_table;
 
-pub use backward::{measure_levels, peak_tolerance, predict_levels, BackwardLevels};
+pub use backward::{measure_levels, peak_tolerance, predict_levels};
 pub use calibrate::MODEL_ERROR;
 pub use choice::Choice;
-pub use cost::{predict, ChoiceCost, CopyCost, LayerKind, Prediction, Profile, MAX_AUTO_REGIONS};
+pub use cost::{BackwardLevels, ChoiceCost, CopyCost, LayerKind, Profile, MAX_AUTO_REGIONS};
 pub use estimate::Estimate;
 pub use file::PLAN_FORMAT;
 pub use plan::{LayerPlan, Plan, PlanGuard, Target};
+pub use predict::{predict, Prediction};
 pub use profile::{measure_kept_bytes, profile, profile_with, profile_with_offload};
 pub use table_file::TABLE_FORMAT;

@@ -9,7 +9,8 @@ use crate::checkpointing::auto::{self, ActiveGuard};
 use crate::diagnostics::format::human_bytes;
 use crate::error::{Error, Result};
 use crate::planner::choice::{decision_table, Choice};
-use crate::planner::cost::{predict, Prediction, Profile};
+use crate::planner::cost::Profile;
+use crate::planner::predict::{predict, Prediction};
 use crate::planner::solve;
 use crate::policy::Policy;
 use std::fmt;
@@ -20,8 +21,9 @@ use std::sync::Arc;
 pub enum Target {
     /// Bytes kept at the forward→backward point.
     Kept,
-    /// Predicted peak during backward: kept bytes plus the largest replay's
-    /// working set.
+    /// Predicted peak during backward (`Prediction::peak_bytes`: the
+    /// baseline's measured level at each point of the backward plus what
+    /// the plan keeps more in the layers not yet reached).
     Peak,
 }
 
@@ -106,9 +108,12 @@ impl Plan {
     /// fastest one's are equivalent, and of those it takes the one with
     /// (in this order) the fewest checkpointed blocks, the fewest bytes
     /// rebuilt by replays (the sum of the choices' working sets), the
-    /// least predicted replay time, the fewest bytes kept. Within a kind
-    /// of checkpoint, the blocks that keep least come first (docs/planner.md,
-    /// "Equivalent plans"). Fails, stating the minimum, when no plan fits.
+    /// least predicted replay time, the fewest bytes kept; if the pick at a
+    /// smaller budget is predicted faster, the fastest such pick instead,
+    /// so that a larger budget never gets a plan predicted slower. Within a
+    /// kind of checkpoint, the blocks that keep least come first
+    /// (docs/planner.md, "Equivalent plans"). Fails, stating the minimum,
+    /// when no plan fits.
     ///
     /// ```no_run
     /// # fn f(profile: &remat_runtime::planner::Profile) {
@@ -134,8 +139,10 @@ impl Plan {
     }
 
     /// Like [`Plan::for_budget`], with the budget bounding the predicted
-    /// peak during backward (kept bytes plus the largest replay's working
-    /// set) instead of the kept bytes.
+    /// peak during backward ([`Prediction::peak_bytes`]) at every point of
+    /// the backward instead of the kept bytes. The peak measured during the
+    /// plan's backward is within [`peak_tolerance`](crate::planner::peak_tolerance)
+    /// of the prediction (docs/planner.md, "The peak contract").
     ///
     /// ```no_run
     /// # fn f(profile: &remat_runtime::planner::Profile) {

@@ -30,10 +30,14 @@
 //! saves). Every cost is an [`Estimate`]: median and spread over its
 //! samples, never negative.
 //!
+//! The model of the peak (backward.rs): the baseline's bytes in use at each
+//! point of a traced backward, and what each choice changes in its own
+//! block's, measured.
+//!
 //! Invariant: the profiler never accumulates gradients (its calibration
-//! backward returns the gradients of the checkpoints' inputs and of the
-//! parameters saved inside them, as `torch.autograd.grad` does, so
-//! parameters' `.grad` are untouched) and leaves no plan active.
+//! and traced backwards return the gradients they compute, as
+//! `torch.autograd.grad` does, so parameters' `.grad` are untouched) and
+//! leaves no plan active.
 
 use crate::checkpointing::auto::{self, DecisionTable};
 use crate::diagnostics::saved_report::{saved_tensors_report, track_saved_tensors};
@@ -110,10 +114,14 @@ pub fn profile(forward: impl FnMut() -> Tensor) -> Result<Profile> {
 /// steps over the kinds a plan may turn off (R: a kind's `Auto` regions):
 /// every such block whole, then per kind its blocks checkpointed with
 /// every region saved and, per region, with only that region recomputed;
-/// each checkpoint's replay is timed inside their backward.
-/// Their backward returns the gradients of the checkpoints' inputs and of
-/// the parameters saved inside them (as `torch.autograd.grad` does)
-/// instead of accumulating them, so parameters' `.grad` are untouched.
+/// each checkpoint's replay is timed inside their backward. Last, the
+/// levels of the predicted peak (docs/planner.md, "Peak during backward"):
+/// two baseline steps whose backward is traced node by node
+/// ([`Profile::backward`]), then one per choice of each kind but the
+/// baseline ([`ChoiceCost::level_delta`]), where the device says its bytes
+/// in use. These backwards return the gradients they compute (as
+/// `torch.autograd.grad` does) instead of accumulating them, so
+/// parameters' `.grad` are untouched.
 ///
 /// A planned checkpoint is one built with `auto()` or holding a
 /// `Policy::Auto` region; it needs a name unique in the forward. The

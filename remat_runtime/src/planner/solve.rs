@@ -6,15 +6,20 @@
 //! equivalent to it, and among those a second search picks by the fixed
 //! rule of `Plan::for_budget` (fewer checkpointed blocks, then fewer bytes
 //! rebuilt by replays, then less predicted time, then fewer bytes kept), so
-//! that noise below the spread does not decide the plan. Both searches are
-//! the exact front search of front.rs under an objective of their own.
+//! that noise below the spread does not decide the plan; and if the pick at
+//! a smaller budget is predicted faster, that one is taken, so that a
+//! larger budget never gets a plan predicted slower (docs/planner.md,
+//! "Equivalent plans", rule 4). Both searches are the exact front search of
+//! front.rs under an objective of their own; a peak budget adds limits at
+//! every point of the backward (backward.rs's levels) to both.
 //!
 //! Invariant: every plan returned is laid out by [`canonical`]: within a
-//! kind, the blocks that keep least come first.
+//! kind, the blocks that keep least come first, unless that would not fit.
 
 use crate::planner::backward::levels_of;
-use crate::planner::cost::{predict, ChoiceCost, Profile};
+use crate::planner::cost::{ChoiceCost, Profile};
 use crate::planner::front::{search, Allowed, Objective};
+use crate::planner::predict::predict;
 use std::collections::BTreeMap;
 
 /// Bytes kept, then replay time: the front of the fastest plan.
