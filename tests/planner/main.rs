@@ -26,10 +26,15 @@ use std::sync::{Mutex, MutexGuard};
 
 static LOCK: Mutex<()> = Mutex::new(());
 
-/// Serialises the tests of this binary (see the module comment).
+/// Serialises the tests of this binary (see the module comment). The test
+/// before may have released the lock while its thread still exits, freeing
+/// what the thread kept for itself (oneDNN's scratch memory, engine queues):
+/// a short wait keeps that out of the heap this test measures.
 pub fn serial() -> MutexGuard<'static, ()> {
     tch::set_num_threads(1);
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    guard
 }
 
 /// Every parameter's gradient, in the model's order.

@@ -153,32 +153,20 @@ pub(crate) fn measure_choices(
     let Some(base_levels) = profile.backward.clone() else {
         return Ok(0);
     };
-    let baseline: Vec<usize> = profile
-        .layer_kind
-        .iter()
-        .map(|&k| Profile::baseline_index(&profile.kinds[k]))
-        .collect();
     let mut runs = 0;
-    for k in 0..profile.kinds.len() {
+    for (k, c, choices) in profile.one_changed() {
         let rep = profile.kinds[k].members[0];
         let Some(base_level) = base_levels.layers[rep] else {
             continue;
         };
-        for c in 0..profile.kinds[k].choices.len() {
-            if c == baseline[rep] {
-                continue;
-            }
-            let mut choices = baseline.clone();
-            choices[rep] = c;
-            let table = profile.table("the profiler's plan".into(), &choices);
-            let levels = {
-                let _plan = auto::push(Some(Arc::new(table)));
-                trace(forward, &profile.layers)?
-            };
-            runs += 1;
-            if let Some(level) = levels.and_then(|l| l.layers[rep]) {
-                profile.kinds[k].choices[c].level_delta = level - base_level;
-            }
+        let table = profile.table("the profiler's plan".into(), &choices);
+        let levels = {
+            let _plan = auto::push(Some(Arc::new(table)));
+            trace(forward, &profile.layers)?
+        };
+        runs += 1;
+        if let Some(level) = levels.and_then(|l| l.layers[rep]) {
+            profile.kinds[k].choices[c].level_delta = level - base_level;
         }
     }
     Ok(runs)

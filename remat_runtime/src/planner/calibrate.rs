@@ -108,11 +108,7 @@ pub(crate) fn calibrate(
     if kinds.is_empty() {
         return Ok(0);
     }
-    let baseline: Vec<usize> = profile
-        .layer_kind
-        .iter()
-        .map(|&k| Profile::baseline_index(&profile.kinds[k]))
-        .collect();
+    let baseline = profile.baseline_choices();
     // Whole is choice 0 of a kind that can be turned off (see `Choice::all`).
     let whole: Vec<usize> = baseline
         .iter()

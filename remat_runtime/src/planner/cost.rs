@@ -188,6 +188,32 @@ impl Profile {
     pub(crate) fn baseline_index(kind: &LayerKind) -> usize {
         usize::from(kind.can_disable)
     }
+
+    /// The baseline's choice index per layer (every planned checkpoint on,
+    /// every `Auto` region recomputed).
+    pub(crate) fn baseline_choices(&self) -> Vec<usize> {
+        self.layer_kind
+            .iter()
+            .map(|&k| Profile::baseline_index(&self.kinds[k]))
+            .collect()
+    }
+
+    /// Per kind and choice but the baseline: the kind, the choice and the
+    /// baseline with the kind's first member at that choice (how the
+    /// profile measures a choice, the rest of the model as the baseline).
+    pub(crate) fn one_changed(&self) -> Vec<(usize, usize, Vec<usize>)> {
+        let baseline = self.baseline_choices();
+        let mut out = Vec::new();
+        for (k, kind) in self.kinds.iter().enumerate() {
+            let rep = kind.members[0];
+            for c in (0..kind.choices.len()).filter(|&c| c != baseline[rep]) {
+                let mut choices = baseline.clone();
+                choices[rep] = c;
+                out.push((k, c, choices));
+            }
+        }
+        out
+    }
 }
 
 impl fmt::Display for Profile {

@@ -212,10 +212,6 @@ fn profile_inner(
         .collect();
 
     // One run per choice of each kind, on its first member.
-    let baseline: Vec<usize> = layer_kind
-        .iter()
-        .map(|&k| Profile::baseline_index(&kinds[k]))
-        .collect();
     let mut profile = Profile {
         baseline_bytes,
         layers,
@@ -226,18 +222,10 @@ fn profile_inner(
         gathered_bytes: 0,
         backward: None,
     };
-    for k in 0..profile.kinds.len() {
-        let rep = profile.kinds[k].members[0];
-        for c in 0..profile.kinds[k].choices.len() {
-            if c == baseline[rep] {
-                continue;
-            }
-            let mut choices = baseline.clone();
-            choices[rep] = c;
-            let table = profile.table("the profiler's plan".into(), &choices);
-            let bytes = run(Some(Arc::new(table)), None);
-            profile.kinds[k].choices[c].bytes = bytes - baseline_bytes;
-        }
+    for (k, c, choices) in profile.one_changed() {
+        let table = profile.table("the profiler's plan".into(), &choices);
+        let bytes = run(Some(Arc::new(table)), None);
+        profile.kinds[k].choices[c].bytes = bytes - baseline_bytes;
     }
     if offload {
         moved_bytes(&mut profile);

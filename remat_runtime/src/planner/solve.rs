@@ -373,11 +373,7 @@ fn canonical(profile: &Profile, bound: Bound, given: Vec<usize>) -> Vec<usize> {
 /// searches the budget, each try an exact feasibility search.
 pub(super) fn least_peak(profile: &Profile) -> i64 {
     let fits = |b: i64| fastest(profile, Bound::Peak(b)).is_some();
-    let all: Vec<usize> = profile
-        .layer_kind
-        .iter()
-        .map(|&k| Profile::baseline_index(&profile.kinds[k]))
-        .collect();
+    let all = profile.baseline_choices();
     // A budget that fits, then one that does not, then bisect.
     let mut high = predict(profile, &all).peak_bytes;
     let mut step = 1i64;
