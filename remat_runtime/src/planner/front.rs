@@ -23,7 +23,7 @@ pub(super) trait Objective {
     /// The sum of a plan with no layers.
     fn zero() -> Self::Sum;
     /// The sum one choice adds.
-    fn of(&self, cost: &ChoiceCost) -> Self::Sum;
+    fn of(cost: &ChoiceCost) -> Self::Sum;
     /// Two sums added.
     fn plus(a: Self::Sum, b: Self::Sum) -> Self::Sum;
     /// The bytes kept over the baseline in a sum (what a budget's limits
@@ -40,8 +40,8 @@ pub(super) trait Objective {
     /// Whether an entry stays on the front, given the entries kept before
     /// it in this layer (met in order).
     fn keep(&mut self, sum: &Self::Sum) -> bool;
-    /// Which entry of the last front is the answer, if any.
-    fn pick(&self, front: &[Self::Sum]) -> Option<usize>;
+    /// Which entry of the last front is the answer.
+    fn pick(front: &[Self::Sum]) -> usize;
 }
 
 #[derive(Clone, Copy)]
@@ -71,7 +71,7 @@ pub(super) fn search<O: Objective>(
     // The least the layers from i on can add: prunes what cannot fit.
     let mut least_after = vec![O::zero(); layers + 1];
     for i in (0..layers).rev() {
-        let least = choices(i).map(|c| objective.of(c)).reduce(O::least)?;
+        let least = choices(i).map(O::of).reduce(O::least)?;
         least_after[i] = O::plus(least_after[i + 1], least);
     }
     let mut fronts: Vec<Vec<Entry<O::Sum>>> = vec![vec![Entry {
@@ -83,7 +83,7 @@ pub(super) fn search<O: Objective>(
         let mut next = Vec::new();
         for (parent, e) in fronts[i].iter().enumerate() {
             for (choice, cost) in choices(i).enumerate() {
-                let sum = O::plus(e.sum, objective.of(cost));
+                let sum = O::plus(e.sum, O::of(cost));
                 if allowed(i, O::kept(&e.sum), cost)
                     && objective.fits(&O::plus(sum, least_after[i + 1]))
                 {
@@ -107,7 +107,7 @@ pub(super) fn search<O: Objective>(
         fronts.push(front);
     }
     let sums: Vec<O::Sum> = fronts[layers].iter().map(|e| e.sum).collect();
-    let mut at = objective.pick(&sums)?;
+    let mut at = O::pick(&sums);
     let sum = sums[at];
     let mut picked = vec![0; layers];
     for i in (0..layers).rev() {

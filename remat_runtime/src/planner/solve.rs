@@ -44,7 +44,7 @@ impl Objective for Fastest {
         Fast { bytes: 0, time: 0 }
     }
 
-    fn of(&self, c: &ChoiceCost) -> Fast {
+    fn of(c: &ChoiceCost) -> Fast {
         Fast {
             bytes: c.bytes,
             time: c.replay_ns,
@@ -85,9 +85,9 @@ impl Objective for Fastest {
         keep
     }
 
-    fn pick(&self, front: &[Fast]) -> Option<usize> {
+    fn pick(front: &[Fast]) -> usize {
         // Times fall strictly along the front: the last entry is the fastest.
-        front.len().checked_sub(1)
+        front.len() - 1
     }
 }
 
@@ -135,7 +135,7 @@ impl Objective for ByRule {
         }
     }
 
-    fn of(&self, c: &ChoiceCost) -> Ruled {
+    fn of(c: &ChoiceCost) -> Ruled {
         Ruled {
             key: RuleKey {
                 checkpointed: u32::from(c.choice.checkpointed),
@@ -208,9 +208,9 @@ impl Objective for ByRule {
         true
     }
 
-    fn pick(&self, front: &[Ruled]) -> Option<usize> {
+    fn pick(_: &[Ruled]) -> usize {
         // Fronts are in rule order: the first entry wins.
-        (!front.is_empty()).then_some(0)
+        0
     }
 }
 
