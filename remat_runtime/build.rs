@@ -66,6 +66,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/cuda_offload.cpp");
     println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     println!("cargo:rerun-if-changed=csrc/memory_trace.cpp");
+    println!("cargo:rerun-if-changed=csrc/generators.cpp");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
 
@@ -81,7 +82,8 @@ fn main() {
         .flag_if_supported("-Wno-unused-parameter")
         .file("csrc/bridge.cpp")
         .file("csrc/autocast.cpp")
-        .file("csrc/memory_trace.cpp");
+        .file("csrc/memory_trace.cpp")
+        .file("csrc/generators.cpp");
     if cuda {
         // The CUDA diagnostics (OOM observer, allocation contexts) need the
         // CUDA toolkit's headers. Without them (a CPU machine checking that

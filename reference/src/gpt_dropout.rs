@@ -1,7 +1,9 @@
 //! A small GPT with dropout, written in tch's `nn` style (`seq_t`, closures)
-//! with `remat::nn` and the macros; replay redraws the forward's dropout
-//! masks through `RngStateHook`. Used by `tests/models` (bitwise against the
-//! plain model) and `examples/gpt_dropout.rs`.
+//! with `remat::nn` and the macros; recomputation redraws the forward's
+//! dropout masks with no state hook written, since every checkpoint keeps
+//! the random state by default (docs/semantics.md, rule C14). Used by
+//! `tests/models` and `tests/rng` (bitwise against the plain model, under
+//! every policy) and `examples/gpt_dropout.rs`.
 //!
 //! Dropout draws from libtorch's process-wide generator: a test that
 //! compares runs holds [`remat::autograd::GeneratorLock`] while it seeds and trains
@@ -15,7 +17,7 @@
 //! loss(&model, small(), Mode::Whole).backward(); // replay redraws the masks
 //! ```
 
-use remat::nn::{self, Module};
+use remat::nn::{self, Module, ModuleT};
 use remat::prelude::*;
 
 /// How the transformer blocks run.
@@ -24,18 +26,27 @@ use remat::prelude::*;
 /// use remat_reference::gpt_dropout::{loss, small, Gpt, Mode};
 /// let vs = remat::nn::VarStore::new(tch::Device::Cpu);
 /// let model = Gpt::new(&vs.root(), small());
-/// for mode in [Mode::Plain, Mode::Whole, Mode::SaveAttention] {
+/// for mode in Mode::ALL {
 ///     loss(&model, small(), mode).backward();
 /// }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Mode {
-    /// No checkpoints.
+    /// No checkpoints (the reference model's `none`).
     Plain,
-    /// Each block one checkpoint, replayed whole.
+    /// Each block one checkpoint, replayed whole (`full`).
     Whole,
-    /// Each block a checkpoint whose attention is a `save` region.
+    /// Each block a checkpoint whose attention is a `save` region and whose
+    /// MLP a `recompute` region (`selective`).
     SaveAttention,
+    /// Each block a checkpoint whose attention is a `recompute` region and
+    /// whose MLP a `save` region (`save_mlp`).
+    SaveMlp,
+}
+
+impl Mode {
+    /// Every mode, the plain one first: the reference model's four policies.
+    pub const ALL: [Mode; 4] = [Mode::Plain, Mode::Whole, Mode::SaveAttention, Mode::SaveMlp];
 }
 
 /// The sizes, and the dropout probability.
@@ -191,26 +202,28 @@ impl Block {
         &x + x.apply(&self.ln2).apply_t(&self.mlp, true)
     }
 
-    #[checkpoint(name = [format!("h.{}", self.index)], state_hooks = [RngStateHook::all()])]
-    fn whole(&self, x: &Tensor) -> Tensor {
-        let x = x + self.attn.forward(&x.apply(&self.ln1), true);
-        &x + x.apply(&self.ln2).apply_t(&self.mlp, true)
-    }
-
-    #[checkpoint(name = [format!("h.{}", self.index)], state_hooks = [RngStateHook::all()])]
-    fn save_attention(&self, x: &Tensor) -> Tensor {
+    /// The checkpointed modes: no state hook, the checkpoint keeps the
+    /// random state (rule C14). Dropout draws in every region, in bare code
+    /// and in the `save` region recomputation skips.
+    #[checkpoint(name = [format!("h.{}", self.index)])]
+    fn checkpointed(&self, x: &Tensor, attention: Policy, mlp: Policy) -> Tensor {
         let h = self.ln1.forward(x);
         remat! {
-            let a = save attn: self.attn.forward(&h, true);
+            let a = region [attention] attn: self.attn.forward(&h, true);
             needs a;
         }
         let x = x + a;
-        &x + x.apply(&self.ln2).apply_t(&self.mlp, true)
+        let h = self.ln2.forward(&x);
+        remat! {
+            let m = region [mlp] mlp: self.mlp.forward_t(&h, true);
+            needs m;
+        }
+        &x + m
     }
 
     /// The block on `x` (`[batch, time, embd]`, dropout on) under `mode`.
-    /// The checkpointed modes restore the generator around replay
-    /// (`RngStateHook`), so that replay draws the forward's masks.
+    /// The checkpointed modes draw the forward's masks again when they
+    /// recompute, with every default.
     ///
     /// ```
     /// use remat_reference::gpt_dropout::{small, Block, Mode};
@@ -220,10 +233,12 @@ impl Block {
     /// block.forward(&x, Mode::SaveAttention).sum(tch::Kind::Float).backward();
     /// ```
     pub fn forward(&self, x: &Tensor, mode: Mode) -> Tensor {
+        use Policy::{Recompute, Save};
         match mode {
             Mode::Plain => self.plain(x),
-            Mode::Whole => self.whole(x),
-            Mode::SaveAttention => self.save_attention(x),
+            Mode::Whole => self.checkpointed(x, Recompute, Recompute),
+            Mode::SaveAttention => self.checkpointed(x, Save, Recompute),
+            Mode::SaveMlp => self.checkpointed(x, Recompute, Save),
         }
     }
 }

@@ -12,7 +12,8 @@
 //!   through the macro blocks, and the tests' [`Setup`](model::Setup));
 //! - two models in tch's `nn` style with `remat::nn`, each comparable
 //!   bitwise against itself without checkpoints: [`resnet`] (batch norm in
-//!   train mode) and [`gpt_dropout`] (dropout, replayed by `RngStateHook`).
+//!   train mode) and [`gpt_dropout`] (dropout, recomputed with the forward's
+//!   masks by every checkpoint's kept random state).
 //!
 //! ```
 //! use remat_reference::{batch, Model, ModelPolicy, SMALL};

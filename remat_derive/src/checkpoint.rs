@@ -343,6 +343,12 @@ impl Expand {
             .backward_inside
             .as_ref()
             .map(|e| quote!(.backward_inside(#e)));
+        // docs/semantics.md, rule C14: the random state kept, or not.
+        let preserve_rng_state = self
+            .args
+            .preserve_rng_state
+            .as_ref()
+            .map(|e| quote!(.preserve_rng_state(#e)));
         // `auto`: the active plan turns the checkpoint on or off, at run
         // time, inside the runtime (no branch here).
         let auto = self
@@ -352,7 +358,7 @@ impl Expand {
             .map(|auto| quote_spanned!(auto.span()=> .auto()));
         let call = quote! {
             #captures
-            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict #early_stop #backward_inside #auto
+            ::remat::checkpoint(#name) #determinism #(#hooks)* #strict #early_stop #backward_inside #preserve_rng_state #auto
                 .call((#(#inputs,)*), move |(#(#closure_params,)*)| #ret {
                     #rebinds
                     #(#stmts)*
@@ -384,7 +390,8 @@ impl Expand {
     }
 
     /// Whether the attribute's expressions (`name`, `enabled`, `strict`,
-    /// `early_stop`, `backward_inside`, the state hooks) name `ident`.
+    /// `early_stop`, `backward_inside`, `preserve_rng_state`, the state
+    /// hooks) name `ident`.
     fn args_mention(&self, ident: &syn::Ident) -> bool {
         fn mentions(tokens: TokenStream, ident: &syn::Ident) -> bool {
             tokens.into_iter().any(|tree| match tree {
@@ -403,6 +410,7 @@ impl Expand {
             .chain(&args.strict)
             .chain(&args.early_stop)
             .chain(&args.backward_inside)
+            .chain(&args.preserve_rng_state)
             .chain(&args.state_hooks)
             .any(|expr| mentions(expr.to_token_stream(), ident))
     }

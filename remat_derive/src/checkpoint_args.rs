@@ -6,6 +6,7 @@
 //! #[checkpoint(name = [expr], state_hooks = [expr, ...], determinism = Metadata)]
 //! #[checkpoint(enabled = self.checkpointing, strict = cfg!(test))]
 //! #[checkpoint(early_stop = true)]    // the replay stops after the last save
+//! #[checkpoint(preserve_rng_state = false)]  // the replay draws numbers of its own
 //! #[checkpoint(backward_inside = true)]  // the body computes gradients itself
 //! #[checkpoint(auto)]      // on or off: the active plan decides
 //! ```
@@ -30,6 +31,8 @@ pub(crate) struct CheckpointArgs {
     pub early_stop: Option<Expr>,
     /// `backward_inside = EXPR` (a `bool`): `Checkpoint::backward_inside`.
     pub backward_inside: Option<Expr>,
+    /// `preserve_rng_state = EXPR` (a `bool`): `Checkpoint::preserve_rng_state`.
+    pub preserve_rng_state: Option<Expr>,
     /// `auto`: `Checkpoint::auto()`, the active plan decides whether the
     /// checkpoint is on.
     pub auto: Option<Ident>,
@@ -37,7 +40,8 @@ pub(crate) struct CheckpointArgs {
 
 const OPTIONS: &str = "expected `name = \"...\"`, `name = [expr]`, \
     `state_hooks = [expr, ...]`, `determinism = None|Metadata|Bitwise`, `enabled = EXPR`, \
-    `strict = EXPR`, `early_stop = EXPR`, `backward_inside = EXPR` or `auto`";
+    `strict = EXPR`, `early_stop = EXPR`, `backward_inside = EXPR`, \
+    `preserve_rng_state = EXPR` or `auto`";
 
 impl Parse for CheckpointArgs {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -90,6 +94,7 @@ impl Parse for CheckpointArgs {
                 "strict" => args.strict = Some(input.parse()?),
                 "early_stop" => args.early_stop = Some(input.parse()?),
                 "backward_inside" => args.backward_inside = Some(input.parse()?),
+                "preserve_rng_state" => args.preserve_rng_state = Some(input.parse()?),
                 "determinism" => {
                     let value: Ident = input.parse().map_err(|e| {
                         syn::Error::new(e.span(), "expected `None`, `Metadata` or `Bitwise`")

@@ -491,6 +491,29 @@ remat_err remat_placeholder_new(const int64_t* sizes, const int64_t* strides,
   });
 }
 
+remat_err remat_alias_with_layout(const remat_tensor* of, const int64_t* sizes,
+                                  const int64_t* strides, size_t ndim,
+                                  int64_t storage_offset, int scalar_type,
+                                  remat_tensor** out) {
+  return guard([&] {
+    TORCH_CHECK(of->defined() && of->has_storage(),
+                "an alias needs a tensor with a storage");
+    auto st = static_cast<c10::ScalarType>(scalar_type);
+    auto key = c10::computeDispatchKey(st, c10::kStrided, of->device());
+    auto t = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(of->storage()), c10::DispatchKeySet(key),
+        c10::scalarTypeToTypeMeta(st));
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(
+        c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
+        storage_offset);
+    // The same counter as every view of the storage: an in-place change
+    // through any of them shows (rules S2, P2).
+    torch::autograd::impl::set_version_counter(
+        t, torch::autograd::impl::version_counter(*of));
+    *out = new at::Tensor(std::move(t));
+  });
+}
+
 int remat_is_placeholder(const remat_tensor* t) {
   c10::StorageImpl* s = storage_of(t);
   if (s == nullptr) {

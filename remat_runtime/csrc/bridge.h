@@ -102,6 +102,13 @@ remat_err remat_placeholder_new(const int64_t* sizes, const int64_t* strides,
                                 size_t ndim, int64_t storage_offset,
                                 int scalar_type, int device, int64_t nbytes,
                                 const char* msg, remat_tensor** out);
+// A tensor over `of`'s storage with this layout and element type, sharing
+// `of`'s version counter and without autograd history: a value rebuilt
+// from any view of its storage.
+remat_err remat_alias_with_layout(const remat_tensor* of, const int64_t* sizes,
+                                  const int64_t* strides, size_t ndim,
+                                  int64_t storage_offset, int scalar_type,
+                                  remat_tensor** out);
 int remat_is_placeholder(const remat_tensor* t);
 
 // --- tensor metadata in one call ---------------------------------------------
@@ -212,6 +219,15 @@ int remat_is_parameter(const remat_tensor* t);
 // The state of libtorch's default generator of a device (-1: CPU, i: CUDA i).
 remat_err remat_rng_get_state(int device, remat_tensor** out);
 remat_err remat_rng_set_state(int device, const remat_tensor* state);
+// Every default generator at once (csrc/generators.cpp): the CPU engine and,
+// per visible CUDA device, its seed and offset. `take` makes a snapshot
+// (free it with remat_generators_free), `is_current` says whether the live
+// generators are in that state (without allocating), `restore` sets them
+// to it.
+remat_err remat_generators_take(void** out);
+remat_err remat_generators_is_current(const void* snapshot, int* out);
+remat_err remat_generators_restore(const void* snapshot);
+void remat_generators_free(void* snapshot);
 // Backward from a scalar `loss`, accumulating into leaves' .grad, optionally
 // keeping the graph for another backward.
 remat_err remat_backward(const remat_tensor* loss, int keep_graph);

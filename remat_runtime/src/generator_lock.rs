@@ -33,11 +33,12 @@ thread_local! {
 /// The lock only orders the tests that take it: every test of the binary
 /// that seeds or draws from the generator (`tch::manual_seed`, dropout,
 /// `randn`, building `nn` layers) must hold it, or live in a test binary of
-/// its own. Replay under `RngStateHook` runs inside `backward`, on the
+/// its own. Recomputation, which restores the generator (rule C14), runs
+/// inside `backward`, on the
 /// thread that holds the lock for CPU tensors, so the lock covers it.
 ///
 /// ```
-/// use remat_runtime::{autograd::GeneratorLock, checkpoint, RngStateHook};
+/// use remat_runtime::{autograd::GeneratorLock, checkpoint};
 /// use tch::{kind::FLOAT_CPU, Kind, Tensor};
 ///
 /// let grad = |remat: bool| {
@@ -45,7 +46,7 @@ thread_local! {
 ///     let x = Tensor::ones([64], FLOAT_CPU).set_requires_grad(true);
 ///     let body = |x: &Tensor| x.dropout(0.5, true).sin().sum(Kind::Float);
 ///     let y = if remat {
-///         checkpoint("drop").state_hook(RngStateHook::cpu()).call(&x, move |x| body(&x))
+///         checkpoint("drop").call(&x, move |x| body(&x))
 ///     } else {
 ///         body(&x)
 ///     };

@@ -27,8 +27,9 @@ pub fn arg<A: crate::RegionArg>(value: A) -> Arg<A> {
 /// let y = remat_runtime::__private::returned(x.shallow_clone());
 /// assert!(y.equal(&x));
 /// ```
+#[track_caller]
 pub fn returned<O: CheckpointOutput>(value: O) -> O::Output {
-    returned_inside(value)
+    returned_inside(value, std::panic::Location::caller())
 }
 
 /// A `#[checkpoint]` body's value where the checkpoint is switched off and
@@ -39,6 +40,7 @@ pub fn returned<O: CheckpointOutput>(value: O) -> O::Output {
 /// let y = remat_runtime::__private::returned_plain(x.shallow_clone());
 /// assert!(y.equal(&x));
 /// ```
+#[track_caller]
 pub fn returned_plain<O: CheckpointOutput>(value: O) -> O::Output {
-    plain(value)
+    plain(value, std::panic::Location::caller())
 }

@@ -8,9 +8,11 @@
 
 use remat_reference::testing as common;
 
+mod detach;
 mod gradients;
 mod name_scope;
 mod options;
+mod path;
 mod placeholder;
 mod shapes;
 mod trace;

@@ -1,8 +1,10 @@
-//! A read the types let through fails at replay, with the same message
-//! whether the model was written with the macros or with the runtime API:
-//! the two layers agree. With the macros the mistake is a `needs` that
-//! only replay reaches (the forward reads the alias `on_forward` gives);
-//! with the runtime API, no `recompute_needs_tensor`.
+//! A read the types let through fails at replay. With the macros the
+//! mistake is a `needs` that only replay reaches (the forward reads the
+//! alias `on_forward` gives): the path check stops it at the mark, naming
+//! it (docs/semantics.md, rule R11); with that check off
+//! (`Determinism::None`), the mark refuses the placeholder with the same
+//! message as the runtime API's read without `recompute_needs_tensor`: the
+//! two layers agree.
 
 use remat::{checkpoint, needs, region, remat, Policy};
 use remat_reference::macros::{Block, BlockPolicy};
@@ -17,6 +19,7 @@ fn residual(x: &Tensor, attn: &Tensor) -> Tensor {
 /// A method of the reference crate's `Block`, added here.
 trait Leaky {
     fn leaky(&self, x: &Tensor) -> Tensor;
+    fn leaky_unchecked(&self, x: &Tensor) -> Tensor;
 }
 
 impl Leaky for Block {
@@ -26,6 +29,22 @@ impl Leaky for Block {
     /// ui-tests/fail/bare_read.rs.
     #[checkpoint(name = [format!("layers.{}", self.index)])]
     fn leaky(&self, x: &Tensor) -> Tensor {
+        let h = self.ln1.forward(x);
+        remat! { let attn = save attention: self.attention.forward(&h); }
+        let attn = match attn.on_forward() {
+            Some(attn) => attn,
+            None => needs(attn),
+        };
+        remat! {
+            let x = residual(x, &attn);
+            let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));
+        }
+        x + m
+    }
+
+    /// The same, with the path check off: only the count of saves is checked.
+    #[checkpoint(name = [format!("layers.{}", self.index)], determinism = None)]
+    fn leaky_unchecked(&self, x: &Tensor) -> Tensor {
         let h = self.ln1.forward(x);
         remat! { let attn = save attention: self.attention.forward(&h); }
         let attn = match attn.on_forward() {
@@ -70,9 +89,25 @@ fn backward_error(block: impl FnOnce(&Model, &Tensor) -> Tensor) -> String {
 }
 
 #[test]
-// docs/dsl.md, rules T6 and T8; docs/semantics.md, rule P4 (E13).
-fn a_needs_only_replay_reaches_fails_at_replay_like_the_runtime_api() {
+// docs/semantics.md, rule R11 (E36): the mark only replay reaches is where
+// the recomputation leaves its forward's path.
+fn a_needs_only_replay_reaches_fails_at_the_mark_naming_it() {
     let macros = backward_error(|m, x| Block::of(&m.blocks[1]).leaky(x));
+    let head = macros.lines().next().unwrap_or_default();
+    for part in [
+        "checkpoint `layers.1`: recomputation left its forward's path",
+        "its recomputation marked `layers.1::attention.out` with `needs` at tests/macros/placeholder.rs:",
+        "where its forward asked for no such output",
+        "before it entered region `layers.1::mlp` (`recompute`, 1 tensor input)",
+    ] {
+        assert!(head.contains(part), "{part}: {head}");
+    }
+}
+
+#[test]
+// docs/dsl.md, rules T6 and T8; docs/semantics.md, rule P4 (E13).
+fn without_the_path_check_the_mark_refuses_the_placeholder_like_the_runtime_api() {
+    let macros = backward_error(|m, x| Block::of(&m.blocks[1]).leaky_unchecked(x));
     let api = backward_error(|m, x| leaky_api(&m.blocks[1], x));
     for text in [&macros, &api] {
         assert!(

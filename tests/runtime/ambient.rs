@@ -1,7 +1,7 @@
 //! The thread state recomputation runs under (docs/semantics.md, rules
 //! A1-A6), one test each: what it restores, and what it deliberately
 //! leaves as backward's caller has it. Autocast (A2) is in `autocast.rs`,
-//! state hooks (A5) in `behaviour.rs` and `tests/rng.rs`.
+//! state hooks (A5) in `behaviour.rs` and `tests/rng/`.
 
 use crate::common::counter;
 use remat::autograd::grad_enabled;

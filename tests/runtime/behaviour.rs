@@ -262,43 +262,62 @@ fn duplicate_names_error_with_checkpoint_and_region() {
 }
 
 #[test]
-// docs/semantics.md, rules R5 and C13 (E6, E7, E8).
+// docs/semantics.md, rules R5, R11 and C13 (E36; without the path check,
+// E6, E7, E8).
 fn a_replay_that_takes_another_path_errors() {
-    for (name, forward, replay, expected) in [
-        ("missing", Policy::Save, None, "the forward saved"),
+    for (name, forward, replay, path_error, count_error) in [
+        (
+            "missing",
+            Policy::Save,
+            None,
+            "its recomputation ended without entering region `c::r` (`save`, 1 tensor input), which its forward entered at tests/runtime/behaviour.rs:",
+            "the forward saved",
+        ),
         (
             "policy",
             Policy::Save,
             Some(Policy::Recompute),
+            "its recomputation entered region `c::r` (`recompute`, 1 tensor input) at tests/runtime/behaviour.rs:",
             "the forward ran it as `save` but replay runs it as `recompute`",
         ),
         (
             "new save",
             Policy::Recompute,
             Some(Policy::Save),
+            "its recomputation entered region `c::r` (`save`, 1 tensor input) at tests/runtime/behaviour.rs:",
             "the forward did not record it",
         ),
     ] {
-        let x = input();
-        // The count (E8) is checked when the closure runs to its end: with
-        // early stop, "missing" would stop at its last holder, which gets a
-        // tensor of the right shape (rule C17).
-        let y = checkpoint("c").early_stop(false).call(&x, move |x| {
-            let policy = if is_recomputing() {
-                replay
-            } else {
-                Some(forward)
+        for determinism in [Determinism::Metadata, Determinism::None] {
+            let x = input();
+            // The count (E8) is checked when the closure runs to its end: with
+            // early stop, "missing" would stop at its last holder, which gets a
+            // tensor of the right shape (rule C17).
+            let y = checkpoint("c")
+                .early_stop(false)
+                .determinism(determinism)
+                .call(&x, move |x| {
+                    let policy = if is_recomputing() {
+                        replay
+                    } else {
+                        Some(forward)
+                    };
+                    let h = x.sin();
+                    let a = match policy {
+                        Some(p) => region("r", p).call(&h, |h| h.exp()),
+                        None => h.exp(),
+                    };
+                    recompute_needs_tensor(&a);
+                    a.cos()
+                });
+            let err =
+                remat::Error::from(y.sum(Kind::Float).f_backward().unwrap_err()).to_string();
+            let expected = match determinism {
+                Determinism::None => count_error,
+                _ => path_error,
             };
-            let h = x.sin();
-            let a = match policy {
-                Some(p) => region("r", p).call(&h, |h| h.exp()),
-                None => h.exp(),
-            };
-            recompute_needs_tensor(&a);
-            a.cos()
-        });
-        let err = remat::Error::from(y.sum(Kind::Float).f_backward().unwrap_err()).to_string();
-        assert!(err.contains(expected), "{name}: {err}");
+            assert!(err.contains(expected), "{name}, {determinism:?}: {err}");
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 use remat_reference::testing as common;
 
+mod adversarial;
 mod ambient;
 mod autocast;
 mod backward_inside;
@@ -16,6 +17,8 @@ mod name_scope;
 mod offload;
 mod options;
 mod outputs;
+mod path;
 mod rules;
 mod threads;
+mod views;
 mod ways;

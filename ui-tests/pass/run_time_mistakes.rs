@@ -1,7 +1,8 @@
 // Adversarial round three (ui-tests/README.md): programs rustc accepts whose mistake only the
 // runtime sees, each failing loudly, naming what went wrong:
 // - a `needs` reached only during recomputation (docs/dsl.md, T8): the
-//   forward asked for nothing, so the read after it reads a placeholder;
+//   forward asked for nothing there, so the path check stops it at the
+//   mark (docs/semantics.md R11, error E36), naming the mark and where;
 // - a marked save output changed in place after it was kept: served, it
 //   is refused (docs/semantics.md P2, error E12);
 // - a save output kept past its checkpoint run in a `thread_local!`
@@ -90,7 +91,9 @@ fn backward_error(y: Tensor) -> String {
 fn main() {
     let err = backward_error(replay_only_needs(&input()));
     assert!(
-        err.contains("`replay_only_needs::attention.out` is a placeholder"),
+        err.contains("recomputation left its forward's path")
+            && err.contains("marked `replay_only_needs::attention.out` with `needs` at")
+            && err.contains("where its forward asked for no such output"),
         "{err}"
     );
 

@@ -79,6 +79,15 @@ unsafe extern "C" {
     pub(super) fn remat_error_set(err: *mut c_void, msg: *const c_char, len: usize);
     pub(super) fn remat_served_value(t: *const C_tensor, out: *mut *mut C_tensor) -> RematErr;
     pub(super) fn remat_detached_alias(t: *const C_tensor, out: *mut *mut C_tensor) -> RematErr;
+    pub(super) fn remat_alias_with_layout(
+        of: *const C_tensor,
+        sizes: *const i64,
+        strides: *const i64,
+        ndim: usize,
+        storage_offset: i64,
+        scalar_type: c_int,
+        out: *mut *mut C_tensor,
+    ) -> RematErr;
 
     pub(super) fn remat_fn_apply(
         ctx: *mut c_void,
@@ -158,6 +167,11 @@ unsafe extern "C" {
     pub(super) fn remat_is_parameter(t: *const C_tensor) -> c_int;
     pub(super) fn remat_rng_get_state(device: c_int, out: *mut *mut C_tensor) -> RematErr;
     pub(super) fn remat_rng_set_state(device: c_int, state: *const C_tensor) -> RematErr;
+    pub(super) fn remat_generators_take(out: *mut *mut c_void) -> RematErr;
+    pub(super) fn remat_generators_is_current(snapshot: *const c_void, out: *mut c_int)
+        -> RematErr;
+    pub(super) fn remat_generators_restore(snapshot: *const c_void) -> RematErr;
+    pub(super) fn remat_generators_free(snapshot: *mut c_void);
     pub(super) fn remat_backward(loss: *const C_tensor, keep_graph: c_int) -> RematErr;
     pub(super) fn remat_cuda_built() -> c_int;
     pub(super) fn remat_cuda_attach_oom_observer() -> RematErr;

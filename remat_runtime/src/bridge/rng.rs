@@ -1,5 +1,7 @@
 //! libtorch's default random generators (CPU and CUDA): their state as a
-//! byte tensor, read and restored.
+//! byte tensor, read and restored; and all of them at once as an opaque
+//! snapshot ([`GeneratorsSnapshot`]), what a checkpoint keeps to recompute
+//! with its forward's random numbers.
 
 use super::{check, ffi};
 use crate::error::Result;
@@ -47,5 +49,51 @@ fn generator_code(device: tch::Device) -> Result<std::os::raw::c_int> {
         other => Err(crate::Error::torch(format!(
             "no default generator for {other:?}"
         ))),
+    }
+}
+
+/// Every default generator's state at one moment: the CPU generator's
+/// engine and, per visible CUDA device, its seed and offset
+/// (`csrc/generators.cpp`). Immutable once taken.
+pub(crate) struct GeneratorsSnapshot(std::ptr::NonNull<std::ffi::c_void>);
+
+// SAFETY: the snapshot is plain data owned by this handle, never changed
+// after `take`; C++ reads it only through `&self` methods.
+unsafe impl Send for GeneratorsSnapshot {}
+// SAFETY: see `Send`: every access through `&self` only reads.
+unsafe impl Sync for GeneratorsSnapshot {}
+
+impl GeneratorsSnapshot {
+    /// The generators' state now.
+    pub(crate) fn take() -> Result<Self> {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: `out` is a valid out-pointer; on success it holds a
+        // snapshot this handle owns.
+        check(unsafe { ffi::remat_generators_take(&mut out) })?;
+        std::ptr::NonNull::new(out)
+            .map(GeneratorsSnapshot)
+            .ok_or_else(|| crate::Error::Internal("no generator snapshot".into()))
+    }
+
+    /// Whether the generators are in this state now (nothing drew since, or
+    /// they were put back): compares without allocating.
+    pub(crate) fn is_current(&self) -> Result<bool> {
+        let mut same = 0;
+        // SAFETY: `self.0` is a live snapshot; `same` a valid out-pointer.
+        check(unsafe { ffi::remat_generators_is_current(self.0.as_ptr(), &mut same) })?;
+        Ok(same != 0)
+    }
+
+    /// Sets every generator it holds to its state.
+    pub(crate) fn restore(&self) -> Result<()> {
+        // SAFETY: `self.0` is a live snapshot.
+        check(unsafe { ffi::remat_generators_restore(self.0.as_ptr()) })
+    }
+}
+
+impl Drop for GeneratorsSnapshot {
+    fn drop(&mut self) {
+        // SAFETY: frees the snapshot made in `take`, once.
+        unsafe { ffi::remat_generators_free(self.0.as_ptr()) }
     }
 }

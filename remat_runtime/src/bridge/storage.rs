@@ -159,6 +159,30 @@ pub(crate) fn detached_alias(t: &Tensor) -> Result<Tensor> {
     Ok(unsafe { super::take_tensor(out) })
 }
 
+/// The tensor that `meta` describes, rebuilt over `of`'s storage (which
+/// must be the one `meta` was taken from) and sharing `of`'s version
+/// counter, without autograd history: a value whose handles are all gone,
+/// brought back from a view of it that is still alive.
+pub(crate) fn alias_with_layout(of: &Tensor, meta: &super::TensorMeta) -> Result<Tensor> {
+    let (sizes, strides) = (meta.sizes(), meta.strides());
+    let mut out: *mut torch_sys::C_tensor = std::ptr::null_mut();
+    // SAFETY: `of` is a live tensor, `sizes` and `strides` hold `ndim`
+    // values each; on success `out` is an owned tensor.
+    check(unsafe {
+        ffi::remat_alias_with_layout(
+            of.as_ptr(),
+            sizes.as_ptr(),
+            strides.as_ptr(),
+            sizes.len(),
+            meta.storage_offset,
+            meta.scalar_type,
+            &mut out,
+        )
+    })?;
+    // SAFETY: `out` is non-null and owned after a successful call.
+    Ok(unsafe { super::take_tensor(out) })
+}
+
 /// A weak reference to a tensor: [`WeakTensor::upgrade`] gives it back while
 /// some handle to it is alive, without keeping it (or its graph) alive.
 ///

@@ -21,6 +21,8 @@ pub(crate) struct Sizes {
     pub records: usize,
     /// Storages in the persist index.
     pub persisted: usize,
+    /// Steps of the forward's path (docs/semantics.md, rule R11).
+    pub steps: usize,
 }
 
 /// Claimed-name sets larger than this are freed rather than kept, so one
@@ -113,6 +115,7 @@ mod tests {
         let block = Sizes {
             records: 12,
             persisted: 30,
+            steps: 40,
         };
         reached(Some("block"), block);
         reached(Some("head"), Sizes::default());
@@ -121,10 +124,12 @@ mod tests {
             Sizes {
                 records: 1,
                 persisted: 2,
+                steps: 3,
             },
         );
         assert_eq!(last(Some("block")).records, 12);
         assert_eq!(last(Some("block")).persisted, 30);
+        assert_eq!(last(Some("block")).steps, 40);
         assert_eq!(last(Some("head")).records, 0);
         assert_eq!(last(None).persisted, 2);
         assert_eq!(last(Some("never")).records, 0);

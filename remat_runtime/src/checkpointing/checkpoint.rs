@@ -29,6 +29,8 @@ use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::early_stop;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holder::ForwardHooks;
+use crate::checkpointing::path::{Asker, At, Run, Step};
+use crate::checkpointing::random_state::{self, RandomState};
 use crate::checkpointing::region::asked;
 use crate::checkpointing::saved_tensors::SavedTensorsHooks;
 use crate::error::{catch_quietly, panic_message, Error, Result};
@@ -39,6 +41,7 @@ use crate::recorders::timing;
 use crate::saved::arg::Token;
 use crate::saved::returned::CheckpointOutput;
 use crate::sync::lock;
+use std::panic::Location;
 use std::sync::Arc;
 use tch::Tensor;
 
@@ -70,6 +73,9 @@ pub struct Checkpoint {
     /// `None`: the process-wide default (`Checkpoint::set_default_early_stop`,
     /// `REMAT_EARLY_STOP`).
     early_stop: Option<bool>,
+    /// `None`: the process-wide default
+    /// (`Checkpoint::set_default_preserve_rng_state`, `REMAT_PRESERVE_RNG_STATE`).
+    preserve_rng_state: Option<bool>,
     backward_inside: bool,
 }
 
@@ -124,6 +130,7 @@ pub fn checkpoint(name: impl Into<String>) -> Checkpoint {
         enabled: Enabled::On,
         strict: None,
         early_stop: None,
+        preserve_rng_state: None,
         backward_inside: false,
     }
 }
@@ -273,6 +280,66 @@ impl Checkpoint {
         early_stop::default_on()
     }
 
+    /// Whether recomputation draws the random numbers the forward drew
+    /// (default: yes, as torch.utils.checkpoint's `preserve_rng_state`,
+    /// unless `Checkpoint::set_default_preserve_rng_state(false)` or
+    /// `REMAT_PRESERVE_RNG_STATE=0` said otherwise). The checkpoint keeps
+    /// libtorch's default generators (the CPU's, and each visible CUDA
+    /// device's) as its forward found them and restores them when it
+    /// recomputes, and again after each skipped `Save` region whose body
+    /// drew; when recomputation ends the generators are put back as it
+    /// found them. A forward that draws nothing keeps nothing. Without it,
+    /// dropout in a checkpoint trains on gradients of masks the forward
+    /// never used.
+    ///
+    /// ```
+    /// use remat_runtime::checkpoint;
+    /// use tch::{kind::FLOAT_CPU, Kind, Tensor};
+    ///
+    /// let x = Tensor::ones([64], FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("drop").call(&x, |x| x.dropout(0.5, true));
+    /// y.sum(Kind::Float).backward();
+    /// // Recomputation drew the forward's mask: the gradient is zero exactly where `y` is.
+    /// assert!(x.grad().ne(0.0).equal(&y.ne(0.0)));
+    ///
+    /// // Opted out, recomputation draws a mask of its own.
+    /// let off = checkpoint("drop").preserve_rng_state(false);
+    /// ```
+    pub fn preserve_rng_state(mut self, on: bool) -> Self {
+        self.preserve_rng_state = Some(on);
+        self
+    }
+
+    /// Whether checkpoints started from now on that do not say otherwise
+    /// with [`Checkpoint::preserve_rng_state`] keep the random generators
+    /// for their recomputation (default: on, unless the environment
+    /// variable `REMAT_PRESERVE_RNG_STATE` is `0`, `false`, `off` or `no`;
+    /// rule C14). A checkpoint takes the setting when its forward starts.
+    ///
+    /// ```
+    /// use remat_runtime::Checkpoint;
+    /// Checkpoint::set_default_preserve_rng_state(false);
+    /// assert!(!Checkpoint::default_preserve_rng_state());
+    /// Checkpoint::set_default_preserve_rng_state(true);
+    /// assert!(Checkpoint::default_preserve_rng_state());
+    /// ```
+    pub fn set_default_preserve_rng_state(on: bool) {
+        random_state::set_default(on);
+    }
+
+    /// Whether a checkpoint that does not say
+    /// ([`Checkpoint::preserve_rng_state`]) keeps the random generators:
+    /// the last [`Checkpoint::set_default_preserve_rng_state`], else the
+    /// environment variable `REMAT_PRESERVE_RNG_STATE`, else on.
+    ///
+    /// ```
+    /// // On unless REMAT_PRESERVE_RNG_STATE=0 or set_default_preserve_rng_state(false) said otherwise.
+    /// let _on: bool = remat_runtime::Checkpoint::default_preserve_rng_state();
+    /// ```
+    pub fn default_preserve_rng_state() -> bool {
+        random_state::default_on()
+    }
+
     /// Whether the closure computes gradients itself (default: no): it calls
     /// `backward` or `Tensor::run_backward` on values it made, as a gradient
     /// penalty, a physics-informed loss or an inner step of meta-learning
@@ -412,6 +479,7 @@ impl Checkpoint {
     /// let expected = x.cos() * x.sin().exp(); // d/dx exp(sin x)
     /// assert!(x.grad().allclose(&expected, 1e-6, 1e-6, false));
     /// ```
+    #[track_caller]
     pub fn call<I, O, F>(self, inputs: I, body: F) -> O::Output
     where
         I: CheckpointInputs,
@@ -419,7 +487,7 @@ impl Checkpoint {
         F: Fn(I::Owned) -> O,
         F: RecomputableClosure<I::Owned, O>,
     {
-        match self.run(inputs, body) {
+        match self.run(inputs, body, Location::caller()) {
             Ok(out) => out,
             Err(e) => panic!("{e}"),
         }
@@ -433,6 +501,7 @@ impl Checkpoint {
     /// let r = remat_runtime::checkpoint("c").try_call(&x, |x: tch::Tensor| -> tch::Tensor { panic!("bad") });
     /// assert!(r.unwrap_err().to_string().contains("bad"));
     /// ```
+    #[track_caller]
     pub fn try_call<I, O, F>(self, inputs: I, body: F) -> Result<O::Output>
     where
         I: CheckpointInputs,
@@ -441,7 +510,8 @@ impl Checkpoint {
         F: RecomputableClosure<I::Owned, O>,
     {
         let name = self.name.clone().unwrap_or_else(|| "<unnamed>".into());
-        match catch_quietly(|| self.run(inputs, body)) {
+        let at = Location::caller();
+        match catch_quietly(|| self.run(inputs, body, at)) {
             Ok(Ok(out)) => Ok(out),
             // Errors that already name their checkpoint or region as is.
             Ok(Err(e @ (Error::Checkpoint { .. } | Error::Region { .. }))) => Err(e),
@@ -457,7 +527,7 @@ impl Checkpoint {
         }
     }
 
-    fn run<I, O, F>(self, inputs: I, body: F) -> Result<O::Output>
+    fn run<I, O, F>(self, inputs: I, body: F, at: At) -> Result<O::Output>
     where
         I: CheckpointInputs,
         O: CheckpointOutput,
@@ -487,16 +557,25 @@ impl Checkpoint {
                     })?
             }
         };
+        let how = match (enabled, self.enabled) {
+            (false, Enabled::Auto) => Run::SwitchedOff,
+            (false, _) => Run::Disabled,
+            (true, _) if !grad_enabled() => Run::NoGrad,
+            (true, _) => Run::Checkpointed,
+        };
+        // docs/semantics.md, rule R11: a checkpoint called in another's
+        // closure is a step of that closure's path.
+        nested_step(self.name.clone(), how, at)?;
         // docs/semantics.md, rule C4: disabled, switched off by the plan, or grad
         // mode off: one plain run, no state.
-        if !enabled || !grad_enabled() {
+        if how != Run::Checkpointed {
             timing::note_inputs(&flat);
             // docs/dsl.md, rule T4: the body runs in its caller, whose
             // checkpoints are asked for a save output it returns (also where
             // the body unwraps its own return value, as `#[checkpoint]` does).
             let _plain = frame::enter_plain_body();
             let out = timing::plain_call(self.name.as_deref(), || body(owned(flat)));
-            return Ok(returned_plain(out));
+            return Ok(returned_plain(out, at));
         }
         // docs/semantics.md, rule R3 (E25): a plan made for other input
         // shapes does not hold for this call (a plain run keeps nothing, so
@@ -530,7 +609,7 @@ impl Checkpoint {
             // docs/semantics.md, rules K5 and K8: the checkpoint's own save
             // outputs leave unasked; the checkpoints around it are asked.
             let mut layout = Vec::new();
-            let parts = returned_inside(body(owned(flat))).into_parts(&mut layout);
+            let parts = returned_inside(body(owned(flat)), at).into_parts(&mut layout);
             (parts, layout)
         });
         let kept_inputs = saved
@@ -545,6 +624,22 @@ impl Checkpoint {
             })
             .collect();
         let strict = self.strict.unwrap_or_else(strict_by_default);
+        // docs/semantics.md, rule C14: the generators at entry, unless the
+        // checkpoint or the process opted out.
+        let random = if self
+            .preserve_rng_state
+            .unwrap_or_else(random_state::default_on)
+        {
+            RandomState::at_entry().map_err(|e| Error::Checkpoint {
+                checkpoint: self.name.clone().unwrap_or_else(|| "<unnamed>".into()),
+                message: format!(
+                    "cannot read the random generators: {e} (`preserve_rng_state(false)` \
+                         does without them)"
+                ),
+            })?
+        } else {
+            RandomState::off()
+        };
         let state = CheckpointState::new(StateOptions {
             name: self.name.map(Arc::from),
             determinism: self.determinism,
@@ -565,6 +660,7 @@ impl Checkpoint {
             profile,
             // Rule A2: recomputation runs under the forward's autocast.
             autocast: AutocastState::current()?,
+            random,
         });
         let (parts, layout) = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
@@ -602,6 +698,7 @@ impl Checkpoint {
             capacity::Sizes {
                 records: lock(&state.inner).records.len(),
                 persisted: lock(&state.persist).len(),
+                steps: lock(&state.path).len(),
             },
         );
         // docs/semantics.md, rule C10: a checkpoint's outputs are all present.
@@ -615,30 +712,52 @@ impl Checkpoint {
     }
 }
 
+/// Notes a checkpoint called inside another checkpoint's closure (not in a
+/// running `Save` body, which recomputation skips) on the outer one's path,
+/// or, during its recomputation, checks it against the forward's.
+fn nested_step(name: Option<String>, how: Run, at: At) -> Result<()> {
+    let Some((outer, phase)) = frame::with_top(|f| {
+        f.filter(|f| f.save_depth == 0)
+            .map(|f| (f.state.clone(), f.phase))
+    }) else {
+        return Ok(());
+    };
+    let step = Step::Checkpoint { name, run: how, at };
+    match phase {
+        Phase::Forward => {
+            lock(&outer.path).record(step);
+            Ok(())
+        }
+        Phase::Recompute => lock(&outer.path)
+            .follow(outer.name.as_deref(), step)
+            .map_err(|m| outer.error(m)),
+    }
+}
+
 /// The output of a checkpoint's closure as its caller receives it, inside
 /// the checkpoint: no ask of the checkpoint itself (rule K5), only of the
 /// checkpoints around it whose forward is running (rule K8). A body that
 /// runs as plain code (its checkpoint switched off by the plan, or grad
 /// mode off) has no frame of its own: the innermost frame is its caller's,
 /// which is asked too.
-pub(crate) fn returned_inside<O: CheckpointOutput>(out: O) -> O::Output {
+pub(crate) fn returned_inside<O: CheckpointOutput>(out: O, at: At) -> O::Output {
     if O::HOLDS_SAVED {
-        ask_output(&out, !frame::in_plain_body());
+        ask_output(&out, !frame::in_plain_body(), at);
     }
     out.into_output(Token::new())
 }
 
 /// The same, where the body ran as plain code in its caller (a checkpoint
 /// switched off): the value is bare code of every running checkpoint.
-pub(crate) fn returned_plain<O: CheckpointOutput>(out: O) -> O::Output {
+pub(crate) fn returned_plain<O: CheckpointOutput>(out: O, at: At) -> O::Output {
     if O::HOLDS_SAVED {
-        ask_output(&out, false);
+        ask_output(&out, false, at);
     }
     out.into_output(Token::new())
 }
 
-fn ask_output<O: CheckpointOutput>(out: &O, skip_innermost: bool) {
+fn ask_output<O: CheckpointOutput>(out: &O, skip_innermost: bool, at: At) {
     let mut tensors = Vec::new();
     out.visit(&mut |t| tensors.push(t.shallow_clone()));
-    asked(&tensors, skip_innermost);
+    asked(&tensors, skip_innermost, &Asker::Returned, at);
 }

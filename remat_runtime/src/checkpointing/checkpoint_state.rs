@@ -19,6 +19,8 @@ use crate::checkpointing::auto::Resolved;
 use crate::checkpointing::capacity;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
 use crate::checkpointing::early_stop::StopState;
+use crate::checkpointing::path::Path;
+use crate::checkpointing::random_state::RandomState;
 use crate::checkpointing::save_region::persist::PersistIndex;
 use crate::checkpointing::save_region::record::{region_path, SaveRecord};
 use crate::error::{Error, Result};
@@ -73,6 +75,13 @@ pub(crate) struct CheckpointState {
     pub profile: Option<Arc<Mutex<CheckpointCall>>>,
     /// The thread's autocast state when the forward started.
     pub autocast: AutocastState,
+    /// The default generators as the forward found them (rule C14).
+    pub random: RandomState,
+    /// What the forward did that recomputation must do again, and the
+    /// running recomputation's place in it (rule R11). Its own lock: asks
+    /// note steps while `inner` may be held by nothing, and regions check
+    /// them on every call.
+    pub path: Mutex<Path>,
 }
 
 /// The mutable part of a [`CheckpointState`].
@@ -181,6 +190,8 @@ pub(crate) struct StateOptions {
     pub profile: Option<Arc<Mutex<CheckpointCall>>>,
     /// The thread's autocast state when the forward started.
     pub autocast: AutocastState,
+    /// The default generators at the forward's entry (rule C14).
+    pub random: RandomState,
 }
 
 impl CheckpointState {
@@ -210,6 +221,14 @@ impl CheckpointState {
             auto: options.auto,
             profile: options.profile,
             autocast: options.autocast,
+            random: options.random,
+            // docs/semantics.md, rule R11: recorded and checked unless the
+            // checkpoint checks nothing but the count.
+            path: Mutex::new(Path::new(
+                options.determinism != Determinism::None,
+                sizes.steps,
+                sizes.records,
+            )),
         });
         let mut registry = lock(&REGISTRY);
         registry.retain(|w| w.strong_count() > 0);
@@ -243,6 +262,9 @@ impl CheckpointState {
     /// values they kept for a backward inside it (C16).
     pub(crate) fn end_forward(&self) {
         self.forward_running.store(false, Ordering::SeqCst);
+        // docs/semantics.md, rule C14: a forward that drew nothing keeps no
+        // snapshot of the generators.
+        self.random.end_forward();
         if self.backward_inside {
             let holders: Vec<_> = lock(&self.inner).holders.clone();
             for slot in holders.iter().filter_map(Weak::upgrade) {

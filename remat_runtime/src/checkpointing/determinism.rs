@@ -16,10 +16,13 @@ use tch::{Device, Tensor};
 /// a recomputation that saves a tensor of another shape, dtype or device
 /// than the forward's save (a cast that depends on `is_recomputing()`, a
 /// body that reads changed global state) fails with a message naming the
-/// save, instead of reaching the forward's grad functions. It costs one
-/// crossing into C++ per save on each run, within the noise of a training
-/// step (docs/determinism.md); `None` turns it
-/// off.
+/// save, instead of reaching the forward's grad functions; and one that
+/// leaves its forward's path (another region, policy, argument count or
+/// nested checkpoint, a mark the forward did not make there) fails where
+/// it does, naming both steps (docs/semantics.md, rule R11). It costs one
+/// crossing into C++ per save and a record per region and mark on each
+/// run, within the noise of a training step (docs/determinism.md,
+/// docs/performance.md); `None` turns both off.
 ///
 /// ```
 /// use remat_runtime::{checkpoint, Determinism};
@@ -31,7 +34,8 @@ pub enum Determinism {
     /// Only the number of saved tensors is checked.
     None,
     /// Each refilled tensor must have the shape, dtype and device of the
-    /// original save (the default).
+    /// original save, and recomputation must take the forward's path (the
+    /// default).
     #[default]
     Metadata,
     /// Debugging mode: also keeps the original values (memory!) and requires

@@ -283,6 +283,23 @@ pub(crate) fn forward_states(
     })
 }
 
+/// The checkpoints recomputing on this thread, innermost first, without the
+/// innermost frame when `skip_innermost`: those an ask made now is checked
+/// against (docs/semantics.md, rule R11). Allocates only when one is found.
+pub(crate) fn recomputing_states(skip_innermost: bool) -> Vec<Arc<CheckpointState>> {
+    FRAMES.with(|frames| {
+        let frames = frames.borrow();
+        let skip = usize::from(skip_innermost);
+        frames
+            .iter()
+            .rev()
+            .skip(skip)
+            .filter(|f| f.phase == Phase::Recompute)
+            .map(|f| f.state.clone())
+            .collect()
+    })
+}
+
 /// Whether any checkpoint on this thread is replaying, the innermost or one
 /// around it (a nested checkpoint's forward runs again inside its outer
 /// checkpoint's replay).

@@ -228,6 +228,12 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
         // Put the snapshots back: a retained graph replays again.
         lock(&state.inner).entry_snapshots = entry;
         restored.map_err(|m| state.error(m))?;
+        // docs/semantics.md, rule C14: the default generators as the forward
+        // found them, put back as they are now when recomputation ends.
+        let generators = state
+            .random
+            .enter_recompute()
+            .map_err(|e| state.error(format!("cannot restore the random generators: {e}")))?;
         // The forward holds the body while it runs: a backward through this
         // checkpoint's own saves from inside its closure would wait for itself.
         // docs/semantics.md, rule C16 (E19): an error, not a deadlock.
@@ -239,8 +245,15 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
         // docs/semantics.md, rules C7 and C12: the closure runs (to its end
         // unless it stops early, C17); a panic in it becomes this backward's
         // `Err` ("replay failed").
+        // docs/semantics.md, rule R11: checked against the forward's path
+        // from its head.
+        lock(&state.path).begin();
         let outcome = catch_quietly(|| (body)(inputs));
-        (outcome, outer.finish())
+        let resumed = generators.map_or(Ok(()), |g| {
+            g.finish()
+                .map_err(|e| format!("cannot put the random generators back: {e}"))
+        });
+        (outcome, outer.finish().and(resumed))
     };
     let explain =
         |message: String| state.error(message + &autocast_note(&state.autocast, &caller_autocast));
@@ -249,6 +262,14 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
     // error: everything backward reads is rebuilt. The guards above have
     // already put the thread's state back.
     let stopped = lock(&state.inner).stop.stopped;
+    // docs/semantics.md, rule R11 (E36): a recomputation that left its
+    // forward's path fails with where it did, whatever the closure made of
+    // the failure it met there; one that ran to its end must have taken
+    // every step of the forward.
+    let ran_whole = !stopped && outcome.0.is_ok();
+    if let Some(divergence) = lock(&state.path).finish(state.name.as_deref(), ran_whole) {
+        return Err(state.error(divergence));
+    }
     if let Err(payload) = outcome.0 {
         if !stopped {
             return Err(explain(format!(

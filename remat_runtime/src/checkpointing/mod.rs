@@ -23,6 +23,8 @@ pub(crate) mod frame;
 pub(crate) mod holder;
 pub(crate) mod name_scope;
 pub(crate) mod needs;
+pub(crate) mod path;
+pub(crate) mod random_state;
 pub(crate) mod region;
 pub(crate) mod save_region;
 pub(crate) mod saved_tensors;

@@ -9,8 +9,10 @@
 
 use crate::bridge::{is_placeholder, peel_slice, Saved};
 use crate::checkpointing::frame;
+use crate::checkpointing::path::Asker;
 use crate::checkpointing::region::asked;
 use crate::io::RegionInput;
+use std::panic::Location;
 use tch::Tensor;
 
 mod sealed {
@@ -38,6 +40,7 @@ pub trait Needs: sealed::Sealed {
     /// The readable value.
     type Marked;
     /// Asks for the value, then hands it over readable; [`needs`] calls it.
+    #[track_caller]
     fn mark(self) -> Self::Marked;
 }
 
@@ -65,6 +68,7 @@ pub trait Needs: sealed::Sealed {
 /// y.sum(Kind::Float).backward();
 /// assert!(x.grad().allclose(&((&x * 2).cos() * 2), 1e-6, 1e-6, false));
 /// ```
+#[track_caller]
 pub fn needs<T: Needs>(value: T) -> T::Marked {
     value.mark()
 }
@@ -75,8 +79,11 @@ pub fn needs<T: Needs>(value: T) -> T::Marked {
 /// `needs` only recomputation reaches, or a save output kept past the
 /// checkpoint run that made it (docs/dsl.md, rule T8). Reading it would
 /// fail anyway; failing at the mark says why.
+#[track_caller]
 fn marked<T: RegionInput + ?Sized>(value: &T) {
-    asked(value, false);
+    // docs/semantics.md, rule R11: during recomputation the mark is
+    // checked against the forward's at this point before anything else.
+    asked(value, false, &Asker::Needs, Location::caller());
     value.visit(&mut |t| {
         if is_placeholder(t) {
             panic!("{}", placeholder_refused(t));
@@ -102,6 +109,7 @@ fn placeholder_refused(t: &Tensor) -> String {
 impl<T: RegionInput> sealed::Sealed for Saved<T> {}
 impl<T: RegionInput> Needs for Saved<T> {
     type Marked = T;
+    #[track_caller]
     fn mark(self) -> T {
         marked(&self.value);
         self.value
@@ -111,6 +119,7 @@ impl<T: RegionInput> Needs for Saved<T> {
 impl<T: RegionInput> sealed::Sealed for &Saved<T> {}
 impl<'a, T: RegionInput> Needs for &'a Saved<T> {
     type Marked = &'a T;
+    #[track_caller]
     fn mark(self) -> &'a T {
         marked(&self.value);
         &self.value
@@ -120,6 +129,7 @@ impl<'a, T: RegionInput> Needs for &'a Saved<T> {
 impl<T: RegionInput> sealed::Sealed for &mut Saved<T> {}
 impl<'a, T: RegionInput> Needs for &'a mut Saved<T> {
     type Marked = &'a mut T;
+    #[track_caller]
     fn mark(self) -> &'a mut T {
         marked(&self.value);
         &mut self.value
@@ -129,14 +139,21 @@ impl<'a, T: RegionInput> Needs for &'a mut Saved<T> {
 impl<M: Needs> sealed::Sealed for Option<M> {}
 impl<M: Needs> Needs for Option<M> {
     type Marked = Option<M::Marked>;
+    #[track_caller]
+    #[allow(clippy::manual_map)]
     fn mark(self) -> Option<M::Marked> {
-        self.map(M::mark)
+        // Not `map`: a closure would hide the caller's location.
+        match self {
+            Some(m) => Some(m.mark()),
+            None => None,
+        }
     }
 }
 
 impl<T: RegionInput> sealed::Sealed for Vec<Saved<T>> {}
 impl<T: RegionInput> Needs for Vec<Saved<T>> {
     type Marked = Vec<T>;
+    #[track_caller]
     fn mark(self) -> Vec<T> {
         marked(peel_slice(&self));
         self.into_iter().map(|s| s.value).collect()
@@ -146,6 +163,7 @@ impl<T: RegionInput> Needs for Vec<Saved<T>> {
 impl<T: RegionInput> sealed::Sealed for &Vec<Saved<T>> {}
 impl<'a, T: RegionInput> Needs for &'a Vec<Saved<T>> {
     type Marked = &'a [T];
+    #[track_caller]
     fn mark(self) -> &'a [T] {
         self.as_slice().mark()
     }
@@ -154,6 +172,7 @@ impl<'a, T: RegionInput> Needs for &'a Vec<Saved<T>> {
 impl<T: RegionInput> sealed::Sealed for &[Saved<T>] {}
 impl<'a, T: RegionInput> Needs for &'a [Saved<T>] {
     type Marked = &'a [T];
+    #[track_caller]
     fn mark(self) -> &'a [T] {
         let peeled = peel_slice(self);
         marked(peeled);
@@ -164,6 +183,7 @@ impl<'a, T: RegionInput> Needs for &'a [Saved<T>] {
 impl<T: RegionInput, const N: usize> sealed::Sealed for [Saved<T>; N] {}
 impl<T: RegionInput, const N: usize> Needs for [Saved<T>; N] {
     type Marked = [T; N];
+    #[track_caller]
     fn mark(self) -> [T; N] {
         marked(peel_slice(&self));
         self.map(|s| s.value)
@@ -173,6 +193,7 @@ impl<T: RegionInput, const N: usize> Needs for [Saved<T>; N] {
 impl<T: RegionInput, const N: usize> sealed::Sealed for &[Saved<T>; N] {}
 impl<'a, T: RegionInput, const N: usize> Needs for &'a [Saved<T>; N] {
     type Marked = &'a [T; N];
+    #[track_caller]
     fn mark(self) -> &'a [T; N] {
         let peeled = peel_slice(self);
         marked(peeled);

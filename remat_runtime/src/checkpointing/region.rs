@@ -11,7 +11,9 @@
 //! (`ask`), which `needs` and a checkpoint's returned values use too.
 
 use crate::checkpointing::checkpoint_state::CheckpointState;
+use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::frame::{self, Phase};
+use crate::checkpointing::path::{Asker, At, Step};
 use crate::checkpointing::save_region::persist::persist;
 use crate::checkpointing::save_region::{
     forward as save_forward, rerun as save_rerun, serve as save_serve,
@@ -203,6 +205,24 @@ impl Region {
             Mode::Plain => return Ok(body(inputs)),
             Mode::Run(state, phase, policy) => (state, phase, policy),
         };
+        // docs/semantics.md, rule R11: the forward notes the region, and
+        // recomputation must enter the forward's next one.
+        if state.determinism != Determinism::None {
+            let mut tensors = 0;
+            inputs.visit(&mut |_| tensors += 1);
+            let step = Step::Region {
+                name: name.clone(),
+                policy,
+                tensors,
+                at: self.location,
+            };
+            match phase {
+                Phase::Forward => lock(&state.path).record(step),
+                Phase::Recompute => lock(&state.path)
+                    .follow(state.name.as_deref(), step)
+                    .map_err(|m| state.error(m))?,
+            }
+        }
         let this = Region { name, ..self };
         let this = &this;
         if phase == Phase::Forward {
@@ -284,7 +304,12 @@ impl Region {
                 // docs/semantics.md, rules K2 and K8: a Recompute region asks for the
                 // Save outputs (and views of them) it receives, of its own checkpoint
                 // (the innermost) and of those around it whose forward is running.
-                ask(&inputs, false)?;
+                ask(
+                    &inputs,
+                    false,
+                    &Asker::Argument(self.name.clone()),
+                    self.location,
+                )?;
                 let parts = crate::parts::into_parts(body(inputs));
                 // docs/semantics.md, rule R6: no fresh leaves as outputs.
                 save_forward::reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
@@ -314,6 +339,14 @@ impl Region {
                             .into(),
                     });
                 }
+                // docs/semantics.md, rule R11: its arguments ask as on the
+                // forward, checked against the forward's asks.
+                ask(
+                    &inputs,
+                    false,
+                    &Asker::Argument(self.name.clone()),
+                    self.location,
+                )?;
                 Ok(body(inputs))
             }
             // docs/semantics.md, rule C16: run again for a closure that
@@ -349,30 +382,52 @@ impl Region {
 /// let parts = vec![t.shallow_clone(), t.shallow_clone()];
 /// remat_runtime::recompute_needs_tensor(&parts); // each element
 /// ```
+#[track_caller]
 pub fn recompute_needs_tensor<T: RegionInput + ?Sized>(t: &T) {
     // docs/semantics.md, rule K4: only in a checkpoint's forward; elsewhere a no-op.
-    asked(t, false);
+    asked(t, false, &Asker::RecomputeNeedsTensor, Location::caller());
 }
 
 /// Asks every checkpoint whose forward runs on this thread (all but the
-/// innermost with `skip_innermost`) to keep the `Save` outputs in `value`.
+/// innermost with `skip_innermost`) to keep the `Save` outputs in `value`;
+/// during recomputation, checks the ask against the forward's.
 ///
 /// docs/semantics.md, rules K4 and K8: a value read by bare code of a nested
 /// checkpoint is read again when the outer checkpoint replays, so the outer
 /// one must keep it too; a checkpoint whose forward has ended, or that is
-/// replaying, has nothing to keep.
-pub(crate) fn ask<T: RegionInput + ?Sized>(value: &T, skip_innermost: bool) -> Result<()> {
+/// replaying, has nothing to keep. Rule R11: a checkpoint that is
+/// recomputing checks that its forward made the same ask here.
+pub(crate) fn ask<T: RegionInput + ?Sized>(
+    value: &T,
+    skip_innermost: bool,
+    by: &Asker,
+    at: At,
+) -> Result<()> {
     let (first, more) = frame::forward_states(skip_innermost);
     for state in first.iter().chain(&more) {
-        persist(&state.persist, &value)?;
+        persist(&state.persist, &state.path, &value, by, at)?;
+    }
+    for state in frame::recomputing_states(skip_innermost) {
+        let mut path = lock(&state.path);
+        if !path.serves_any() {
+            continue;
+        }
+        let mut diverged = Ok(());
+        value.visit(&mut |t| {
+            if diverged.is_ok() {
+                diverged = path.ask(state.name.as_deref(), t, by, at);
+            }
+        });
+        diverged.map_err(|m| state.error(m))?;
     }
     Ok(())
 }
 
 /// [`ask`], panicking as `recompute_needs_tensor` does on a failure to keep
-/// (a pack hook's error, which names the region and output).
-pub(crate) fn asked<T: RegionInput + ?Sized>(value: &T, skip_innermost: bool) {
-    if let Err(e) = ask(value, skip_innermost) {
+/// (a pack hook's error, which names the region and output) or a
+/// recomputation that left its forward's path.
+pub(crate) fn asked<T: RegionInput + ?Sized>(value: &T, skip_innermost: bool, by: &Asker, at: At) {
+    if let Err(e) = ask(value, skip_innermost, by, at) {
         panic!("{e}");
     }
 }

@@ -121,16 +121,22 @@ impl Drop for RestoreOnDrop<'_> {
 /// dropout and other random ops draw the same numbers on replay as on the
 /// forward (and the rest of backward is not disturbed by replay's draws).
 ///
-/// Off by default, as in PyTorch's own `preserve_rng_state=False` world:
-/// register it on the checkpoints that use randomness. Cost per snapshot
-/// (at checkpoint entry and after each `Save` region, and twice per replay):
-/// one copy of the CPU generator state (about 5 KB, a few microseconds) and,
-/// per CUDA device, its seed and offset (16 bytes, no device sync).
+/// Every checkpoint already keeps the default generators for its
+/// recomputation (docs/semantics.md, rule C14); this hook is for a
+/// checkpoint that opted out of that (`preserve_rng_state(false)`) and
+/// wants some of them kept, or for naming the devices. Cost per snapshot
+/// (at checkpoint entry and after each `Save` region, and twice per
+/// replay): one copy of the CPU generator state (about 5 KB, a few
+/// microseconds) and, per CUDA device, its seed and offset (16 bytes, no
+/// device sync).
 ///
 /// ```
 /// use remat_runtime::{checkpoint, RngStateHook};
 /// let x = tch::Tensor::ones([8], tch::kind::FLOAT_CPU).set_requires_grad(true);
-/// let y = checkpoint("drop").state_hook(RngStateHook::cpu()).call(&x, |x| x.dropout(0.5, true));
+/// let y = checkpoint("drop")
+///     .preserve_rng_state(false)
+///     .state_hook(RngStateHook::cpu())
+///     .call(&x, |x| x.dropout(0.5, true));
 /// ```
 #[derive(Clone, Debug)]
 pub struct RngStateHook {
@@ -143,7 +149,10 @@ impl RngStateHook {
     /// ```
     /// use remat_runtime::{checkpoint, RngStateHook};
     /// let x = tch::Tensor::ones([64], tch::kind::FLOAT_CPU).set_requires_grad(true);
-    /// let y = checkpoint("drop").state_hook(RngStateHook::cpu()).call(&x, |x| x.dropout(0.5, true));
+    /// let y = checkpoint("drop")
+    ///     .preserve_rng_state(false)
+    ///     .state_hook(RngStateHook::cpu())
+    ///     .call(&x, |x| x.dropout(0.5, true));
     /// y.sum(tch::Kind::Float).backward();
     /// // Replay drew the forward's mask: the gradient is zero exactly where `y` is.
     /// assert!(x.grad().ne(0.0).equal(&y.ne(0.0)));
@@ -179,7 +188,10 @@ impl RngStateHook {
     /// // On a GPU machine, e.g. `[Device::Cpu, Device::Cuda(0)]`.
     /// let hook = RngStateHook::devices([Device::Cpu]);
     /// let x = tch::Tensor::ones([8], tch::kind::FLOAT_CPU).set_requires_grad(true);
-    /// let y = checkpoint("drop").state_hook(hook).call(&x, |x| x.dropout(0.5, true));
+    /// let y = checkpoint("drop")
+    ///     .preserve_rng_state(false)
+    ///     .state_hook(hook)
+    ///     .call(&x, |x| x.dropout(0.5, true));
     /// y.sum(tch::Kind::Float).backward();
     /// assert!(x.grad().ne(0.0).equal(&y.ne(0.0)));
     /// ```

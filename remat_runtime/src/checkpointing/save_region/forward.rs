@@ -69,6 +69,9 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
         inner.records.insert(name, record.clone());
         inner.order.push(record.clone());
     }
+    // docs/semantics.md, rule R11: what recomputation serves is found
+    // through the path's list of regions.
+    lock(&state.path).save_region(&record);
     let out = {
         let pack: Arc<dyn HookPair> = record.clone();
         // Usually the checkpoint's hook is on top and hands the body's saves
@@ -82,6 +85,12 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     };
     // docs/semantics.md, rules S9 and H2: the exit snapshot.
     let exit = snapshot_all(&state.state_hooks).map_err(|m| record.error(m))?;
+    // docs/semantics.md, rule C14: the generators, where the body (or the
+    // code since the last snapshot) drew.
+    let exit_generators = state
+        .random
+        .at_save_exit()
+        .map_err(|e| record.error(format!("cannot read the random generators: {e}")))?;
     // docs/semantics.md, rules K7 and T6: a kept output's context is captured
     // here, at the region's exit, even if a consumer asks later.
     let output_context = output_hooks.as_ref().and_then(TensorHooks::capture);
@@ -106,6 +115,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
             spec,
             slot: None,
             requested: false,
+            served: None,
         });
     }
     {
@@ -122,6 +132,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     let (eager, rebuilds): (Vec<usize>, bool) = {
         let mut inner = lock(&record.inner);
         inner.exit_snapshots = exit;
+        inner.exit_generators = exit_generators;
         inner.output_context = output_context;
         inner.inputs.clear();
         // docs/semantics.md, rule S8: kept at once, but not as asked for (P5).
@@ -148,7 +159,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     }
     for i in eager {
         if let Some(t) = &parts[i] {
-            record.persist(i, t, false)?;
+            record.persist(i, t, true, false)?;
         }
     }
     crate::parts::from_parts(parts)

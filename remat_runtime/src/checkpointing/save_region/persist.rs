@@ -6,8 +6,9 @@
 //! freed after the forward) and pin their storage's address, so a key never
 //! names another storage while the entry exists.
 
-use crate::bridge::{detached_alias, tensor_version};
+use crate::bridge::{alias_with_layout, detached_alias, tensor_version};
 use crate::bridge::{storage_key, StorageKey, WeakStorage, WeakTensor};
+use crate::checkpointing::path::{Asker, At, Path, Step};
 use crate::checkpointing::save_region::record::{SaveRecord, Slot};
 use crate::error::Result;
 use crate::fast_hash::FastMap;
@@ -85,22 +86,35 @@ impl PersistIndex {
         storage_key(t).is_some_and(|k| self.map.contains_key(&k))
     }
 
-    /// Calls `f` with each live output registered under `t`'s storage.
-    fn lookup(&self, t: &Tensor, f: &mut impl FnMut(&Arc<SaveRecord>, usize, Tensor)) {
+    /// Calls `f` with each output registered under `t`'s storage: the
+    /// output itself while a handle to it lives (`true`), else `t`, a view
+    /// on its storage it is rebuilt from (`false`).
+    fn lookup(&self, t: &Tensor, f: &mut impl FnMut(&Arc<SaveRecord>, usize, Tensor, bool)) {
         let Some(entries) = storage_key(t).and_then(|k| self.map.get(&k)) else {
             return;
         };
         for e in std::iter::once(&entries.first).chain(&entries.more) {
-            if let Some(output) = e.output.upgrade() {
-                f(&e.record, e.slot, output);
+            // docs/semantics.md, rule K9: asked through a view whose output
+            // is gone (a `detach()` of it), the output comes back from the
+            // view's storage and its recorded layout.
+            match e.output.upgrade() {
+                Some(output) => f(&e.record, e.slot, output, true),
+                None => f(&e.record, e.slot, t.shallow_clone(), false),
             }
         }
     }
 }
 
 /// Asks the producers of the tensors in `inputs` (those that are `Save`
-/// outputs in `index`, or views of one) to keep them for replay.
-pub(crate) fn persist(index: &Mutex<PersistIndex>, inputs: &impl RegionInput) -> crate::Result<()> {
+/// outputs in a checkpoint's persist `index`, or views of one) to keep them
+/// for replay, and notes each ask on that checkpoint's `path` (rule R11).
+pub(crate) fn persist(
+    index: &Mutex<PersistIndex>,
+    path: &Mutex<Path>,
+    inputs: &impl RegionInput,
+    by: &Asker,
+    at: At,
+) -> crate::Result<()> {
     let found = {
         let index = lock(index);
         // docs/semantics.md, rule B2.
@@ -113,8 +127,8 @@ pub(crate) fn persist(index: &Mutex<PersistIndex>, inputs: &impl RegionInput) ->
         inputs.visit(&mut |t| {
             // docs/semantics.md, rules K2, K4 and K6: any tensor on a Save output's
             // storage (the output or a view of it) asks for the whole output.
-            index.lookup(t, &mut |record, slot, output| {
-                let found = (record.clone(), slot, output);
+            index.lookup(t, &mut |record, slot, source, is_output| {
+                let found = (record.clone(), slot, source, is_output);
                 if first.is_none() {
                     first = Some(found);
                 } else {
@@ -125,16 +139,24 @@ pub(crate) fn persist(index: &Mutex<PersistIndex>, inputs: &impl RegionInput) ->
         first.into_iter().chain(more)
     };
     // Persisting may run the user's pack hook: not under the state's lock.
-    for (record, slot, output) in found {
-        record.persist(slot, &output, true)?;
+    for (record, slot, source, is_output) in found {
+        record.persist(slot, &source, is_output, true)?;
+        lock(path).record(Step::ask(record, slot, by.clone(), at));
     }
     Ok(())
 }
 
 impl SaveRecord {
     /// Keeps output `slot` for replay (idempotent); `requested` says that a
-    /// consumer asked for it.
-    pub(crate) fn persist(&self, slot: usize, output: &Tensor, requested: bool) -> Result<()> {
+    /// consumer asked for it. `source` is the output itself (`is_output`),
+    /// or a tensor on its storage from which it is rebuilt.
+    pub(crate) fn persist(
+        &self,
+        slot: usize,
+        source: &Tensor,
+        is_output: bool,
+        requested: bool,
+    ) -> Result<()> {
         let mut inner = lock(&self.inner);
         let Some(out) = inner.outputs.get_mut(slot) else {
             return Ok(());
@@ -145,7 +167,13 @@ impl SaveRecord {
         if out.slot.is_some() {
             return Ok(());
         }
-        let value = detached_alias(output)?;
+        let value = match (&out.spec, is_output) {
+            (_, true) => detached_alias(source)?,
+            // docs/semantics.md, rule K9: the output's layout over the view's
+            // storage, with the view's (the storage's) version counter.
+            (Some(spec), false) => alias_with_layout(source, &spec.meta)?,
+            (None, false) => return Ok(()),
+        };
         // docs/semantics.md, rule K7: a detached alias with its version, or packed by
         // the pair in effect at region entry with kind SaveOutput.
         // docs/semantics.md, rules K7 and O1: packed by the pair in effect at

@@ -8,7 +8,7 @@
 //! on replay. Kept values are detached aliases: a record never holds a
 //! `grad_fn`, so it cannot keep its graph alive.
 
-use crate::bridge::{Dims, Payload, StorageKey, TensorMeta, WeakStorage};
+use crate::bridge::{Dims, GeneratorsSnapshot, Payload, StorageKey, TensorMeta, WeakStorage};
 use crate::checkpointing::save_region::offload::{OffloadStore, Offloaded};
 use crate::checkpointing::save_region::saved_input::{InputInfo, ViewSpec};
 use crate::error::Error;
@@ -127,6 +127,19 @@ pub(crate) struct Output {
     /// `recompute_needs_tensor`), as opposed to kept because it is resident
     /// anyway. Strict recomputation serves only these.
     pub requested: bool,
+    /// What the latest recomputation served for it: how an ask during that
+    /// recomputation finds it (docs/semantics.md, rule R11).
+    pub served: Option<Served>,
+}
+
+/// A value served during one recomputation.
+pub(crate) struct Served {
+    /// Which recomputation (`Path::begin`'s count).
+    pub generation: u64,
+    pub key: StorageKey,
+    /// Pins the storage's address while the note lives, so that the key
+    /// never names another storage.
+    pub _pin: WeakStorage,
 }
 
 pub(crate) struct OutputSpec {
@@ -163,6 +176,9 @@ pub(crate) struct Recipe {
 pub(crate) struct RecordInner {
     pub inputs: Vec<InputInfo>,
     pub exit_snapshots: Snapshots,
+    /// The default generators at the region's exit, when something drew
+    /// since the checkpoint's last snapshot of them (rule C14).
+    pub exit_generators: Option<Arc<GeneratorsSnapshot>>,
     pub outputs: Vec<Output>,
     /// The lengths of the output's `Vec`s (`RegionOutput::into_parts`).
     pub layout: Vec<usize>,
@@ -209,6 +225,24 @@ pub(crate) fn region_path(checkpoint: Option<&str>, region: &str) -> String {
 }
 
 impl SaveRecord {
+    /// Calls `f` with each output that recomputation `generation` served
+    /// on the storage `key`.
+    pub(crate) fn served_on(&self, key: StorageKey, generation: u64, f: &mut impl FnMut(usize)) {
+        let inner = crate::sync::lock(&self.inner);
+        for (slot, out) in inner.outputs.iter().enumerate() {
+            if let Some(s) = &out.served {
+                if s.generation == generation && s.key == key {
+                    f(slot);
+                }
+            }
+        }
+    }
+
+    /// How many outputs the region returned (absent ones included).
+    pub(crate) fn output_count(&self) -> usize {
+        crate::sync::lock(&self.inner).outputs.len()
+    }
+
     /// `checkpoint::region`.
     pub(crate) fn display(&self) -> String {
         region_path(self.checkpoint.as_deref(), &self.name)

@@ -14,11 +14,11 @@
 
 use crate::bridge::{
     detached_alias, graph_task_id, graph_task_keeps_graph, is_placeholder, placeholder,
-    served_value, tensor_version, PlaceholderSpec,
+    served_value, storage_key, tensor_version, PlaceholderSpec, WeakStorage,
 };
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::stop_now;
-use crate::checkpointing::save_region::record::{SaveRecord, Slot};
+use crate::checkpointing::save_region::record::{SaveRecord, Served, Slot};
 use crate::checkpointing::save_region::saved_input::rebuild;
 use crate::error::{Error, Result};
 use crate::hooks::state_hooks::restore_all;
@@ -44,9 +44,17 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
                   differs between them)"
                 .into(),
         })?;
+    let generation = lock(&state.path).generation();
     let mut inner = lock(&record.inner);
     // docs/semantics.md, rules P1 and H3: first the region's exit snapshot.
     restore_all(&state.state_hooks, &inner.exit_snapshots).map_err(|m| record.error(m))?;
+    // docs/semantics.md, rule C14: the generators as the skipped body left
+    // them, where it (or the code before it) drew.
+    if let Some(generators) = &inner.exit_generators {
+        generators
+            .restore()
+            .map_err(|e| record.error(format!("cannot restore the random generators: {e}")))?;
+    }
     // docs/semantics.md, rules P1 and S3: then the saves it did not keep, rebuilt
     // from the recomputed inputs; P6 (E14-E16) when that cannot be done.
     if !inner.recipes.is_empty() {
@@ -177,6 +185,23 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
         } else {
             value
         }));
+    }
+    // docs/semantics.md, rule R11: what recomputation asks for from here
+    // on is found by the served values' storages.
+    if let Some(generation) = generation {
+        {
+            let mut inner = lock(&record.inner);
+            for (out, part) in inner.outputs.iter_mut().zip(&parts) {
+                out.served = part.as_ref().and_then(|t| {
+                    Some(Served {
+                        generation,
+                        key: storage_key(t)?,
+                        _pin: WeakStorage::new(t)?,
+                    })
+                });
+            }
+        }
+        lock(&state.path).served();
     }
     O::from_parts(parts, &layout)
 }
