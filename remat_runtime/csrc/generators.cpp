@@ -7,8 +7,11 @@
 // needs no CUDA headers).
 //
 // Invariant: a snapshot is immutable once taken; comparing it with the live
-// generators allocates nothing, which keeps the forward's check for draws
-// (one per `Save` region and one per checkpoint) cheap.
+// generators allocates nothing, and snapshots are recycled through a small
+// per-thread pool, since one is taken per checkpoint and most are dropped
+// when their forward ends (one that drew nothing keeps none, C20): a fresh
+// 2.5 KB allocation each time is above glibc's small bins and would make it
+// consolidate its fast bins on every checkpoint.
 
 #include "bridge.h"
 #include "guard.h"
@@ -18,6 +21,8 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -32,11 +37,31 @@ struct CudaState {
 };
 
 struct Snapshot {
-  at::mt19937 engine;
+  at::mt19937_data_pod engine;
   std::optional<float> next_float;
   std::optional<double> next_double;
   std::vector<CudaState> cuda;
 };
+
+// Snapshots freed on this thread, for the next take: the pool never holds
+// more than a model's worth of nesting needs at once.
+constexpr size_t kPoolSize = 16;
+
+struct Pool {
+  std::vector<std::unique_ptr<Snapshot>> free;
+  ~Pool() = default;
+};
+
+thread_local Pool t_pool;
+
+std::unique_ptr<Snapshot> fresh() {
+  if (!t_pool.free.empty()) {
+    auto s = std::move(t_pool.free.back());
+    t_pool.free.pop_back();
+    return s;
+  }
+  return std::make_unique<Snapshot>();
+}
 
 // The CUDA devices, counted once: without the CUDA backend (a CPU build, or
 // no device) none, and nothing CUDA is initialised for it.
@@ -55,13 +80,11 @@ at::Generator cuda_generator(int device) {
       c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
 }
 
-bool same_engine(const at::mt19937& a, const at::mt19937& b) {
-  // Field by field: the data struct has padding, whose bytes are not part
-  // of the state.
-  const auto x = a.data();
-  const auto y = b.data();
+bool same_engine(const at::mt19937_data_pod& x, const at::mt19937_data_pod& y) {
+  // Field by field: the struct has padding, whose bytes are not state.
   return x.seed_ == y.seed_ && x.left_ == y.left_ && x.seeded_ == y.seeded_ &&
-         x.next_ == y.next_ && x.state_ == y.state_;
+         x.next_ == y.next_ &&
+         std::memcmp(x.state_.data(), y.state_.data(), sizeof(x.state_)) == 0;
 }
 
 }  // namespace
@@ -69,17 +92,17 @@ bool same_engine(const at::mt19937& a, const at::mt19937& b) {
 remat_err remat_generators_take(void** out) {
   *out = nullptr;
   return guard([&] {
-    auto snapshot = std::make_unique<Snapshot>();
+    auto snapshot = fresh();
     {
       at::Generator gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
       auto* cpu = gen.get<at::CPUGeneratorImpl>();
-      snapshot->engine = cpu->engine();
+      snapshot->engine = cpu->engine().data();
       snapshot->next_float = cpu->next_float_normal_sample();
       snapshot->next_double = cpu->next_double_normal_sample();
     }
     const int devices = cuda_devices();
-    snapshot->cuda.reserve(devices);
+    snapshot->cuda.clear();
     for (int i = 0; i < devices; ++i) {
       at::Generator gen = cuda_generator(i);
       std::lock_guard<std::mutex> lock(gen.mutex());
@@ -99,7 +122,7 @@ remat_err remat_generators_is_current(const void* snapshot, int* out) {
       auto* cpu = gen.get<at::CPUGeneratorImpl>();
       same = cpu->next_float_normal_sample() == s->next_float &&
              cpu->next_double_normal_sample() == s->next_double &&
-             same_engine(cpu->engine(), s->engine);
+             same_engine(cpu->engine().data(), s->engine);
     }
     for (size_t i = 0; same && i < s->cuda.size(); ++i) {
       at::Generator gen = cuda_generator(static_cast<int>(i));
@@ -118,7 +141,9 @@ remat_err remat_generators_restore(const void* snapshot) {
       at::Generator gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
       auto* cpu = gen.get<at::CPUGeneratorImpl>();
-      cpu->set_engine(s->engine);
+      at::mt19937 engine;
+      engine.set_data(s->engine);
+      cpu->set_engine(engine);
       cpu->set_next_float_normal_sample(s->next_float);
       cpu->set_next_double_normal_sample(s->next_double);
     }
@@ -133,5 +158,8 @@ remat_err remat_generators_restore(const void* snapshot) {
 }
 
 void remat_generators_free(void* snapshot) {
-  delete static_cast<Snapshot*>(snapshot);
+  std::unique_ptr<Snapshot> s(static_cast<Snapshot*>(snapshot));
+  if (t_pool.free.size() < kPoolSize) {
+    t_pool.free.push_back(std::move(s));
+  }
 }

@@ -189,13 +189,13 @@ fn opted_out_recomputation_draws_other_numbers() {
     );
 }
 
-/// The C heap's growth over the forward of 32 chained checkpoints whose
+/// The C heap's growth over the forward of 64 chained checkpoints whose
 /// closures `draw` or not, kept alive with their graph.
 fn kept_by_forward(draw: bool, preserve: bool) -> i64 {
     let x = Tensor::ones([4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let before = heap_bytes_in_use().expect("glibc's heap counters") as i64;
     let mut y = x.shallow_clone();
-    for i in 0..32 {
+    for i in 0..64 {
         y = checkpoint(format!("c{i}"))
             .preserve_rng_state(preserve)
             .call(&y, move |y| {
@@ -232,9 +232,11 @@ fn a_closure_that_draws_nothing_keeps_nothing_of_the_generators() {
     let quiet_off = median(false, false);
     let drawing_on = median(true, true);
     let drawing_off = median(true, false);
-    // 32 snapshots of the CPU engine are 32 * 2.5 KB at least.
+    // 64 snapshots of the CPU engine are 2.5 KB each; up to 16 come from
+    // the thread's pool of freed ones (csrc/generators.cpp), so at least 48
+    // are new.
     assert!(
-        drawing_on - drawing_off >= 32 * 2_500,
+        drawing_on - drawing_off >= 48 * 2_500,
         "a drawing closure keeps its generators' state: {drawing_on} vs {drawing_off} bytes"
     );
     assert!(

@@ -285,18 +285,22 @@ pub(crate) fn forward_states(
 
 /// The checkpoints recomputing on this thread, innermost first, without the
 /// innermost frame when `skip_innermost`: those an ask made now is checked
-/// against (docs/semantics.md, rule R11). Allocates only when one is found.
-pub(crate) fn recomputing_states(skip_innermost: bool) -> Vec<Arc<CheckpointState>> {
+/// against (docs/semantics.md, rule R11). Inline for the usual one;
+/// allocates only when recomputations nest.
+pub(crate) fn recomputing_states(
+    skip_innermost: bool,
+) -> (Option<Arc<CheckpointState>>, Vec<Arc<CheckpointState>>) {
     FRAMES.with(|frames| {
         let frames = frames.borrow();
         let skip = usize::from(skip_innermost);
-        frames
+        let mut found = frames
             .iter()
             .rev()
             .skip(skip)
             .filter(|f| f.phase == Phase::Recompute)
-            .map(|f| f.state.clone())
-            .collect()
+            .map(|f| f.state.clone());
+        let first = found.next();
+        (first, found.collect())
     })
 }
 

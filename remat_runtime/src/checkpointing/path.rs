@@ -20,7 +20,7 @@
 //! recorded and how it is matched), K9 (served outputs are known by their
 //! storage during recomputation).
 
-use crate::bridge::storage_key;
+use crate::bridge::{storage_key, StorageKey};
 use crate::checkpointing::save_region::record::SaveRecord;
 use crate::policy::Policy;
 use std::borrow::Cow;
@@ -243,10 +243,12 @@ pub(crate) struct Path {
     /// recomputation is found (each output notes what it served, and in
     /// which recomputation).
     records: Vec<Arc<SaveRecord>>,
-    /// Counts recomputations: an output's note of what it served counts
-    /// only for the recomputation running now.
-    generation: u64,
     check: Option<Check>,
+    /// The running recomputation's served values: storage, index in
+    /// `records`, output slot (the storages are pinned by the outputs'
+    /// notes). A list, not a map: looked up by asks only, and as long as
+    /// the regions served.
+    served: Vec<(StorageKey, u32, u32)>,
 }
 
 /// One recomputation's place in the forward's record.
@@ -255,9 +257,6 @@ struct Check {
     start: usize,
     /// One past its end: the next region or checkpoint, or the log's end.
     end: usize,
-    /// Whether this recomputation has served a save output yet (before,
-    /// an ask finds none: the hot path).
-    served_any: bool,
     /// The first divergence: the recomputation fails with it, and nothing
     /// more is checked.
     diverged: Option<Divergence>,
@@ -298,12 +297,10 @@ impl Path {
         }
     }
 
-    /// A recomputation starts: at the head of the record. Returns its
-    /// generation, which outputs served during it are noted with.
-    pub(crate) fn begin(&mut self) -> u64 {
-        self.generation += 1;
+    /// A recomputation starts: at the head of the record.
+    pub(crate) fn begin(&mut self) {
         if !self.on {
-            return self.generation;
+            return;
         }
         for step in &mut self.log {
             if let Step::Ask { matched, .. } = step {
@@ -311,18 +308,17 @@ impl Path {
             }
         }
         let end = self.stretch_end(0);
+        self.served.clear();
         self.check = Some(Check {
             start: 0,
             end,
-            served_any: false,
             diverged: None,
         });
-        self.generation
     }
 
-    /// The running recomputation's generation (what `serve` notes).
-    pub(crate) fn generation(&self) -> Option<u64> {
-        self.check.as_ref().map(|_| self.generation)
+    /// Whether a recomputation is being checked (what it serves is noted).
+    pub(crate) fn checking(&self) -> bool {
+        self.check.is_some()
     }
 
     /// A recomputation ended (its check is dropped): its first divergence,
@@ -386,13 +382,17 @@ impl Path {
     /// Whether the running recomputation has served a save output (before
     /// it has, an ask finds nothing to check).
     pub(crate) fn serves_any(&self) -> bool {
-        self.check.as_ref().is_some_and(|c| c.served_any)
+        self.check.is_some() && !self.served.is_empty()
     }
 
-    /// During recomputation: a save output was served.
-    pub(crate) fn served(&mut self) {
-        if let Some(check) = self.check.as_mut() {
-            check.served_any = true;
+    /// During recomputation: output `slot` of `record` was served on the
+    /// storage `key` (which the output's note pins).
+    pub(crate) fn served(&mut self, record: &Arc<SaveRecord>, slot: usize, key: StorageKey) {
+        if self.check.is_none() {
+            return;
+        }
+        if let Some(index) = self.records.iter().rposition(|r| Arc::ptr_eq(r, record)) {
+            self.served.push((key, index as u32, slot as u32));
         }
     }
 
@@ -409,7 +409,7 @@ impl Path {
         let Some(check) = self.check.as_ref() else {
             return Ok(());
         };
-        if check.diverged.is_some() || !check.served_any {
+        if check.diverged.is_some() || self.served.is_empty() {
             return Ok(());
         }
         let Some(key) = storage_key(t) else {
@@ -417,15 +417,15 @@ impl Path {
         };
         // Inline for the usual one output found.
         let (mut first, mut more) = (None, Vec::new());
-        for record in &self.records {
-            record.served_on(key, self.generation, &mut |slot| {
-                let found = (record.clone(), slot);
+        for &(k, index, slot) in &self.served {
+            if k == key {
+                let found = (self.records[index as usize].clone(), slot as usize);
                 if first.is_none() {
                     first = Some(found);
                 } else {
                     more.push(found);
                 }
-            });
+            }
         }
         for (record, slot) in first.into_iter().chain(more) {
             self.match_ask(checkpoint, Step::ask(record, slot, by.clone(), at))?;

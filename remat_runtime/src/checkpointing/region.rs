@@ -407,7 +407,8 @@ pub(crate) fn ask<T: RegionInput + ?Sized>(
     for state in first.iter().chain(&more) {
         persist(&state.persist, &state.path, &value, by, at)?;
     }
-    for state in frame::recomputing_states(skip_innermost) {
+    let (first, more) = frame::recomputing_states(skip_innermost);
+    for state in first.iter().chain(&more) {
         let mut path = lock(&state.path);
         if !path.serves_any() {
             continue;

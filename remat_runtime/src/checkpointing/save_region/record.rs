@@ -127,19 +127,10 @@ pub(crate) struct Output {
     /// `recompute_needs_tensor`), as opposed to kept because it is resident
     /// anyway. Strict recomputation serves only these.
     pub requested: bool,
-    /// What the latest recomputation served for it: how an ask during that
-    /// recomputation finds it (docs/semantics.md, rule R11).
-    pub served: Option<Served>,
-}
-
-/// A value served during one recomputation.
-pub(crate) struct Served {
-    /// Which recomputation (`Path::begin`'s count).
-    pub generation: u64,
-    pub key: StorageKey,
-    /// Pins the storage's address while the note lives, so that the key
-    /// never names another storage.
-    pub _pin: WeakStorage,
+    /// The storage of what the latest recomputation served for it, pinned
+    /// so that its address names no other storage while the path check
+    /// looks values up by it (docs/semantics.md, rule R11).
+    pub served: Option<WeakStorage>,
 }
 
 pub(crate) struct OutputSpec {
@@ -225,19 +216,6 @@ pub(crate) fn region_path(checkpoint: Option<&str>, region: &str) -> String {
 }
 
 impl SaveRecord {
-    /// Calls `f` with each output that recomputation `generation` served
-    /// on the storage `key`.
-    pub(crate) fn served_on(&self, key: StorageKey, generation: u64, f: &mut impl FnMut(usize)) {
-        let inner = crate::sync::lock(&self.inner);
-        for (slot, out) in inner.outputs.iter().enumerate() {
-            if let Some(s) = &out.served {
-                if s.generation == generation && s.key == key {
-                    f(slot);
-                }
-            }
-        }
-    }
-
     /// How many outputs the region returned (absent ones included).
     pub(crate) fn output_count(&self) -> usize {
         crate::sync::lock(&self.inner).outputs.len()

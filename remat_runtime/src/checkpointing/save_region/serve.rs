@@ -18,7 +18,7 @@ use crate::bridge::{
 };
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::stop_now;
-use crate::checkpointing::save_region::record::{SaveRecord, Served, Slot};
+use crate::checkpointing::save_region::record::{SaveRecord, Slot};
 use crate::checkpointing::save_region::saved_input::rebuild;
 use crate::error::{Error, Result};
 use crate::hooks::state_hooks::restore_all;
@@ -44,7 +44,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
                   differs between them)"
                 .into(),
         })?;
-    let generation = lock(&state.path).generation();
+    let checking = lock(&state.path).checking();
     let mut inner = lock(&record.inner);
     // docs/semantics.md, rules P1 and H3: first the region's exit snapshot.
     restore_all(&state.state_hooks, &inner.exit_snapshots).map_err(|m| record.error(m))?;
@@ -188,20 +188,17 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
     }
     // docs/semantics.md, rule R11: what recomputation asks for from here
     // on is found by the served values' storages.
-    if let Some(generation) = generation {
-        {
-            let mut inner = lock(&record.inner);
-            for (out, part) in inner.outputs.iter_mut().zip(&parts) {
-                out.served = part.as_ref().and_then(|t| {
-                    Some(Served {
-                        generation,
-                        key: storage_key(t)?,
-                        _pin: WeakStorage::new(t)?,
-                    })
-                });
+    if checking {
+        let mut path = lock(&state.path);
+        let mut inner = lock(&record.inner);
+        for (slot, (out, part)) in inner.outputs.iter_mut().zip(&parts).enumerate() {
+            out.served = part.as_ref().and_then(WeakStorage::new);
+            if let (Some(t), Some(_)) = (part, &out.served) {
+                if let Some(key) = storage_key(t) {
+                    path.served(&record, slot, key);
+                }
             }
         }
-        lock(&state.path).served();
     }
     O::from_parts(parts, &layout)
 }
