@@ -178,6 +178,38 @@ fn a_mutable_mark_only_recomputation_makes() {
 }
 
 #[test]
+// docs/semantics.md, rule R11: the same mutable mark on both paths.
+fn a_mutable_mark_on_both_paths_is_the_plain_model() {
+    same_as_plain("mutable mark on both paths", |x| {
+        let mut a = region("a", Policy::Save).call_saved(&x, teach);
+        *needs(&mut a) = needs(&mut a).cos();
+        let y = region("use", Policy::Recompute).call(&a, |a| a.sin());
+        &x * y
+    });
+}
+
+#[test]
+// docs/semantics.md, rules R11 and C4: the nested `auto` checkpoint with
+// its table active through backward takes the forward's path.
+fn a_nested_auto_checkpoint_whose_table_lasts_through_backward() {
+    let table = PolicyTable::new().checkpoint("inner", false);
+    let grad = |on: bool| {
+        let x = input();
+        table
+            .scope(|| {
+                let y = checkpoint("outer").enabled(on).call(&x, |x| {
+                    let h = checkpoint("inner").auto().call(&x, |x| x.sin().exp());
+                    &x * h
+                });
+                backward_with(&y.sum(Kind::Float), false).expect("the same path");
+            })
+            .unwrap();
+        x.grad()
+    };
+    assert_bitwise(&grad(true), &grad(false), "auto inner, table active");
+}
+
+#[test]
 // docs/semantics.md, rule R11: an ask of the untyped API only
 // recomputation makes.
 fn an_untyped_ask_only_recomputation_makes() {
