@@ -124,9 +124,10 @@ pub use remat_runtime::__private;
 /// }
 /// ```
 pub mod io {
+    pub use remat_derive::RegionOutput;
     pub use remat_runtime::{
         Arg, CheckpointInputs, CheckpointOutput, CheckpointOutputItem, Needs, OutputItem,
-        RegionArg, RegionInput, RegionOutput,
+        ReadableAfterNeeds, RegionArg, RegionInput, RegionOutput, SavedFields, Token,
     };
 }
 

@@ -1,5 +1,5 @@
-//! Procedural macros of remat: `remat!` blocks, `#[checkpoint]` functions
-//! and `#[derive(Capture)]`.
+//! Procedural macros of remat: `remat!` blocks, `#[checkpoint]` functions,
+//! `#[derive(Capture)]` and `#[derive(RegionOutput)]`.
 //!
 //! Use them through the `remat` crate, which re-exports them; the expansion
 //! names the runtime by absolute paths (`::remat::...`).
@@ -26,6 +26,7 @@ mod depth_limit;
 mod errors;
 mod expand;
 mod gone_attr;
+mod output;
 mod param_kind;
 mod parse;
 mod rename_self;
@@ -87,4 +88,22 @@ pub fn checkpoint(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_derive(Capture)]
 pub fn derive_capture(input: TokenStream) -> TokenStream {
     capture::derive(input.into()).into()
+}
+
+/// Makes a struct or enum whose fields are tensors, `Option<Tensor>`s,
+/// `Vec`s, tuples or other such types a region output and a checkpoint
+/// output, with a saved form (`Saved` and the type's name, or
+/// `#[remat(saved = Name)]`) that bare code holds until `needs`.
+///
+/// ```text
+/// #[derive(RegionOutput)]
+/// pub struct Attention { pub out: Tensor, pub lse: Tensor }
+///
+/// remat! { let a = save attention: attend(&h); }   // a: SavedAttention
+/// let rows = a.out.size()[0];                      // metadata: fine
+/// let a = needs(a);                                // a: Attention
+/// ```
+#[proc_macro_derive(RegionOutput, attributes(remat))]
+pub fn derive_region_output(input: TokenStream) -> TokenStream {
+    output::derive(input.into()).into()
 }

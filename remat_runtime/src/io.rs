@@ -161,7 +161,7 @@ pub(crate) fn input_tensors(inputs: &impl RegionInput) -> Vec<Tensor> {
 ///     region("down", Policy::Save).call(&x, |x| (x * 3, vec![x * 1, x * 2]));
 /// assert_eq!(skips.len(), 2);
 /// ```
-pub trait OutputItem: sealed::Sealed + Sized + 'static {
+pub trait OutputItem: OutputSeal + Sized + 'static {
     /// The item as bare code receives it from a region that may be skipped
     /// (`Saved<Tensor>`, `Option<Saved<Tensor>>`, a `Vec` of those).
     type Saved;
@@ -178,23 +178,29 @@ pub trait OutputItem: sealed::Sealed + Sized + 'static {
     fn into_saved(self) -> Self::Saved;
 }
 
-/// `RegionOutput` and `OutputItem` are implemented by remat only: their
-/// `Saved` form is what keeps bare code from reading a skipped region's
-/// output (docs/dsl.md, rule T1), so no type may choose its own.
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for tch::Tensor {}
-    impl Sealed for Option<tch::Tensor> {}
-    impl<T: super::OutputItem> Sealed for Vec<T> {}
-    macro_rules! tuples {
-        ($($name:ident)+) => {
-            impl<$($name: super::OutputItem),+> Sealed for ($($name,)+) {}
-        };
-    }
-    for_each_output_arity!(tuples);
+/// The seal of [`RegionOutput`] and [`OutputItem`]: their `Saved` form is
+/// what keeps bare code from reading a skipped region's output
+/// (docs/dsl.md, rule T1), so only remat and `#[derive(RegionOutput)]`,
+/// which builds that form field by field, implement them. Not an API: the
+/// derive's expansion names it (`remat::__private`).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a region output",
+    label = "not a tensor, an `Option<Tensor>`, a tuple or `Vec` of outputs, or a type that derives `RegionOutput`",
+    note = "a struct or enum of yours whose fields are tensors, `Option<Tensor>`s, `Vec`s, tuples or other such types becomes a region and checkpoint output with `#[derive(remat::io::RegionOutput)]`"
+)]
+pub trait OutputSeal {}
+impl OutputSeal for Tensor {}
+impl OutputSeal for Option<Tensor> {}
+impl<T: OutputItem> OutputSeal for Vec<T> {}
+macro_rules! tuple_seals {
+    ($($name:ident)+) => {
+        impl<$($name: OutputItem),+> OutputSeal for ($($name,)+) {}
+    };
 }
+for_each_output_arity!(tuple_seals);
 
-fn missing() -> Error {
+pub(crate) fn missing() -> Error {
     Error::Internal("an output has fewer parts than its shape needs".into())
 }
 
@@ -255,6 +261,33 @@ impl<T: OutputItem> OutputItem for Vec<T> {
     }
 }
 
+/// A tuple of items is an item: outputs nest to any depth
+/// (`((Tensor, Tensor), Vec<Tensor>)`, a derived type's tuple field).
+macro_rules! tuple_items {
+    ($($name:ident)+) => {
+        impl<$($name: OutputItem),+> OutputItem for ($($name,)+) {
+            type Saved = ($($name::Saved,)+);
+            #[allow(non_snake_case)]
+            fn into_saved(self) -> Self::Saved {
+                let ($($name,)+) = self;
+                ($($name.into_saved(),)+)
+            }
+            #[allow(non_snake_case)]
+            fn flatten_into(self, parts: &mut Vec<Option<Tensor>>, layout: &mut Vec<usize>) {
+                let ($($name,)+) = self;
+                $($name.flatten_into(parts, layout);)+
+            }
+            fn rebuild(
+                parts: &mut dyn Iterator<Item = Option<Tensor>>,
+                layout: &mut dyn Iterator<Item = usize>,
+            ) -> Result<Self> {
+                Ok(($($name::rebuild(parts, layout)?,)+))
+            }
+        }
+    };
+}
+for_each_output_arity!(tuple_items);
+
 /// What a region returns: a tensor, an `Option<Tensor>`, or a tuple or
 /// `Vec` whose items are those or `Vec`s of them (any depth). The shape is
 /// kept on replay: the parts go with the lengths of the `Vec`s in them.
@@ -272,7 +305,7 @@ impl<T: OutputItem> OutputItem for Vec<T> {
 /// let parts = (x.shallow_clone(), None::<tch::Tensor>, vec![x]).into_parts(&mut layout);
 /// assert_eq!((parts.len(), layout), (3, vec![1]));
 /// ```
-pub trait RegionOutput: sealed::Sealed + Sized + 'static {
+pub trait RegionOutput: OutputSeal + Sized + 'static {
     /// The output as bare code receives it from a region that may be skipped.
     type Saved;
     /// The output wrapped, as [`RegionOutput::Saved`].
@@ -287,7 +320,10 @@ pub trait RegionOutput: sealed::Sealed + Sized + 'static {
 
 /// Every `OutputItem` but a bare tensor is an output of its own too: one
 /// path for both.
-fn from_item_parts<T: OutputItem>(parts: Vec<Option<Tensor>>, layout: &[usize]) -> Result<T> {
+pub(crate) fn from_item_parts<T: OutputItem>(
+    parts: Vec<Option<Tensor>>,
+    layout: &[usize],
+) -> Result<T> {
     let n = parts.len();
     let mut parts = parts.into_iter();
     let item = T::rebuild(&mut parts, &mut layout.iter().copied())?;

@@ -84,8 +84,10 @@ pub use hooks::tensor_hooks::{
 };
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionOutput};
 pub use policy::Policy;
-pub use saved::arg::{Arg, RegionArg};
+pub use saved::arg::{Arg, RegionArg, Token};
+pub use saved::fields::SavedFields;
 pub use saved::returned::{CheckpointOutput, CheckpointOutputItem};
+pub use saved::unmarked::ReadableAfterNeeds;
 pub use saved::Saved;
 pub use shared::Shared;
 pub use tch::Tensor;

@@ -3,6 +3,8 @@
 //! (`returned`), which voids the guarantee of docs/dsl.md, section T.
 
 use crate::checkpointing::checkpoint::{returned_inside, returned_plain as plain};
+pub use crate::checkpointing::needs::NeedsSeal;
+pub use crate::io::OutputSeal;
 pub use crate::recorders::trace::enter_scope;
 pub use crate::saved::arg::Arg;
 use crate::saved::returned::CheckpointOutput;
@@ -43,4 +45,29 @@ pub fn returned<O: CheckpointOutput>(value: O) -> O::Output {
 #[track_caller]
 pub fn returned_plain<O: CheckpointOutput>(value: O) -> O::Output {
     plain(value, std::panic::Location::caller())
+}
+
+/// A derived output rebuilt from all of its parts (`#[derive(RegionOutput)]`'s
+/// `RegionOutput::from_parts`): more parts than its shape takes is an error.
+///
+/// ```
+/// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);
+/// let back: tch::Tensor = remat_runtime::__private::item_from_parts(vec![Some(x)], &[]).unwrap();
+/// assert_eq!(back.size(), [2]);
+/// ```
+pub fn item_from_parts<T: crate::io::OutputItem>(
+    parts: Vec<Option<tch::Tensor>>,
+    layout: &[usize],
+) -> crate::Result<T> {
+    crate::io::from_item_parts(parts, layout)
+}
+
+/// The error of an output whose parts run out before its shape is rebuilt
+/// (a derived enum's variant missing from the layout).
+///
+/// ```
+/// assert!(remat_runtime::__private::missing_part().to_string().contains("fewer parts"));
+/// ```
+pub fn missing_part() -> crate::Error {
+    crate::io::missing()
 }

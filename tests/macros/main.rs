@@ -12,6 +12,7 @@ mod detach;
 mod gradients;
 mod name_scope;
 mod options;
+mod outputs;
 mod path;
 mod placeholder;
 mod shapes;

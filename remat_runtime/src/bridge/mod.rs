@@ -55,7 +55,7 @@ pub use placeholder::{is_placeholder, placeholder, PlaceholderSpec};
 pub(crate) use rng::GeneratorsSnapshot;
 pub use rng::{rng_state, set_rng_state};
 pub use saved_repr::Saved;
-pub(crate) use saved_repr::{peel_ref_slice, peel_slice};
+pub(crate) use saved_repr::{peel_ref_slice, peel_slice, wrap_slice};
 pub(crate) use storage::{alias_with_layout, detached_alias, storage_offset, VersionCounter};
 pub use storage::{
     storage_key, storage_nbytes, tensor_version, StorageKey, WeakStorage, WeakTensor,

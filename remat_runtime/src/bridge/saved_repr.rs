@@ -41,9 +41,29 @@ use std::marker::PhantomData;
 /// ```
 #[repr(transparent)]
 pub struct Saved<T> {
-    pub(crate) value: T,
+    pub(crate) value: Held<T>,
     /// Not `Send` nor `Sync`: see the type's docs.
     _not_send: PhantomData<*const ()>,
+}
+
+/// The value inside a [`Saved`]: a type of its own, so that rustc's help on
+/// a mistyped read (`let Attention { .. } = attn`) does not suggest the
+/// private field whose type would fit. The runtime reads through it as
+/// through the value (`Deref`), and moves it out as `.0`.
+#[repr(transparent)]
+pub(crate) struct Held<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Held<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Held<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
 }
 
 impl<T> Saved<T> {
@@ -59,10 +79,36 @@ impl<T> Saved<T> {
     /// ```
     pub fn new(value: T) -> Self {
         Saved {
-            value,
+            value: Held(value),
             _not_send: PhantomData,
         }
     }
+}
+
+impl<T> Saved<T> {
+    /// A reference to a value, as a reference to it wrapped: what a
+    /// derived output's field view hands out (`Saved::fields`), and, like
+    /// [`Saved::new`], always safe, since it takes abilities away.
+    ///
+    /// ```
+    /// use remat_runtime::Saved;
+    /// let t = tch::Tensor::ones([2, 3], tch::kind::FLOAT_CPU);
+    /// assert_eq!(Saved::from_ref(&t).size(), [2, 3]);
+    /// ```
+    pub fn from_ref(value: &T) -> &Saved<T> {
+        // SAFETY: `Saved<T>` is `repr(transparent)` over `T` (the other
+        // field is a ZST), so a `&T` is a valid `&Saved<T>` to the same
+        // value, for the same lifetime.
+        unsafe { &*(value as *const T).cast::<Saved<T>>() }
+    }
+}
+
+/// `&[T]` as `&[Saved<T>]`: every element wrapped (always safe, as
+/// [`Saved::from_ref`]).
+pub(crate) fn wrap_slice<T>(s: &[T]) -> &[Saved<T>] {
+    // SAFETY: `Saved<T>` is `repr(transparent)` over `T`, so both slices
+    // have the same layout, length and lifetime.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<Saved<T>>(), s.len()) }
 }
 
 /// `&[Saved<T>]` as `&[T]`.

@@ -38,7 +38,7 @@ use crate::hooks::state_hooks::{snapshot_all, RecomputeStateHook};
 use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::io::{CheckpointInputs, RegionOutput};
 use crate::recorders::timing;
-use crate::saved::arg::Token;
+use crate::saved::arg::token;
 use crate::saved::returned::CheckpointOutput;
 use crate::sync::lock;
 use std::panic::Location;
@@ -701,13 +701,8 @@ impl Checkpoint {
                 steps: lock(&state.path).len(),
             },
         );
-        // docs/semantics.md, rule C10: a checkpoint's outputs are all present.
-        if parts.iter().any(Option::is_none) {
-            return Err(state.error(
-                "the closure must return tensors (a tensor, or a tuple or Vec of them); \
-                 it returned None for an output",
-            ));
-        }
+        // docs/semantics.md, rule C10: the caller's value, rebuilt as built
+        // (absent items included).
         O::Output::from_parts(parts, &layout)
     }
 }
@@ -744,7 +739,7 @@ pub(crate) fn returned_inside<O: CheckpointOutput>(out: O, at: At) -> O::Output 
     if O::HOLDS_SAVED {
         ask_output(&out, !frame::in_plain_body(), at);
     }
-    out.into_output(Token::new())
+    out.into_output(token())
 }
 
 /// The same, where the body ran as plain code in its caller (a checkpoint
@@ -753,11 +748,11 @@ pub(crate) fn returned_plain<O: CheckpointOutput>(out: O, at: At) -> O::Output {
     if O::HOLDS_SAVED {
         ask_output(&out, false, at);
     }
-    out.into_output(Token::new())
+    out.into_output(token())
 }
 
 fn ask_output<O: CheckpointOutput>(out: &O, skip_innermost: bool, at: At) {
     let mut tensors = Vec::new();
-    out.visit(&mut |t| tensors.push(t.shallow_clone()));
+    out.visit(&mut |t| tensors.push(t.shallow_clone()), token());
     asked(&tensors, skip_innermost, &Asker::Returned, at);
 }

@@ -15,9 +15,17 @@ use crate::io::RegionInput;
 use std::panic::Location;
 use tch::Tensor;
 
-mod sealed {
-    pub trait Sealed {}
-}
+/// The seal of [`Needs`]: what `needs` takes is remat's and
+/// `#[derive(RegionOutput)]`'s to say, since marking is what the guarantee
+/// rests on. Not an API: the derive's expansion names it
+/// (`remat::__private`).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a save output `needs` can mark",
+    label = "not a `Saved<..>`, a collection of them, or the saved form of a type that derives `RegionOutput`",
+    note = "a struct or enum of yours that a region returns gets a saved form `needs` marks with `#[derive(remat::io::RegionOutput)]`"
+)]
+pub trait NeedsSeal {}
 
 /// What [`needs`] takes: a save output (`Saved<T>`), a reference to one, or
 /// an `Option`, `Vec`, slice, array or tuple of them; marking a collection
@@ -32,11 +40,11 @@ mod sealed {
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`needs` takes a save output (`Saved<..>`), and `{Self}` is not one",
-    label = "already readable: not the output of a region that may be skipped on replay",
-    note = "`needs` marks what a `save`, `auto` or `region [..]` region hands to bare code; a checkpoint input, a `recompute` region's output or a value bare code computed needs no mark: remove the `needs`",
-    note = "it takes `Saved<T>`, `&Saved<T>`, `&mut Saved<T>`, or an `Option`, `Vec`, slice, array or tuple of them"
+    label = "not a save output, nor a collection `needs` marks",
+    note = "`needs` marks what a `save`, `auto` or `region [..]` region hands to bare code; a checkpoint input, a `recompute` region's output or a value bare code computed is readable already and needs no mark: remove the `needs`",
+    note = "it takes `Saved<T>`, `&Saved<T>`, `&mut Saved<T>`, an `Option`, `Vec`, slice, array or tuple of them, or the saved form of a type that derives `remat::io::RegionOutput`; save outputs in another collection (a `HashMap`, a struct without the derive) are marked one by one where they are read: `needs(&map[&key])`"
 )]
-pub trait Needs: sealed::Sealed {
+pub trait Needs: NeedsSeal {
     /// The readable value.
     type Marked;
     /// Asks for the value, then hands it over readable; [`needs`] calls it.
@@ -106,37 +114,37 @@ fn placeholder_refused(t: &Tensor) -> String {
     )
 }
 
-impl<T: RegionInput> sealed::Sealed for Saved<T> {}
+impl<T: RegionInput> NeedsSeal for Saved<T> {}
 impl<T: RegionInput> Needs for Saved<T> {
     type Marked = T;
     #[track_caller]
     fn mark(self) -> T {
-        marked(&self.value);
-        self.value
+        marked(&self.value.0);
+        self.value.0
     }
 }
 
-impl<T: RegionInput> sealed::Sealed for &Saved<T> {}
+impl<T: RegionInput> NeedsSeal for &Saved<T> {}
 impl<'a, T: RegionInput> Needs for &'a Saved<T> {
     type Marked = &'a T;
     #[track_caller]
     fn mark(self) -> &'a T {
-        marked(&self.value);
-        &self.value
+        marked(&self.value.0);
+        &self.value.0
     }
 }
 
-impl<T: RegionInput> sealed::Sealed for &mut Saved<T> {}
+impl<T: RegionInput> NeedsSeal for &mut Saved<T> {}
 impl<'a, T: RegionInput> Needs for &'a mut Saved<T> {
     type Marked = &'a mut T;
     #[track_caller]
     fn mark(self) -> &'a mut T {
-        marked(&self.value);
-        &mut self.value
+        marked(&self.value.0);
+        &mut self.value.0
     }
 }
 
-impl<M: Needs> sealed::Sealed for Option<M> {}
+impl<M: Needs> NeedsSeal for Option<M> {}
 impl<M: Needs> Needs for Option<M> {
     type Marked = Option<M::Marked>;
     #[track_caller]
@@ -150,17 +158,17 @@ impl<M: Needs> Needs for Option<M> {
     }
 }
 
-impl<T: RegionInput> sealed::Sealed for Vec<Saved<T>> {}
+impl<T: RegionInput> NeedsSeal for Vec<Saved<T>> {}
 impl<T: RegionInput> Needs for Vec<Saved<T>> {
     type Marked = Vec<T>;
     #[track_caller]
     fn mark(self) -> Vec<T> {
         marked(peel_slice(&self));
-        self.into_iter().map(|s| s.value).collect()
+        self.into_iter().map(|s| s.value.0).collect()
     }
 }
 
-impl<T: RegionInput> sealed::Sealed for &Vec<Saved<T>> {}
+impl<T: RegionInput> NeedsSeal for &Vec<Saved<T>> {}
 impl<'a, T: RegionInput> Needs for &'a Vec<Saved<T>> {
     type Marked = &'a [T];
     #[track_caller]
@@ -169,7 +177,7 @@ impl<'a, T: RegionInput> Needs for &'a Vec<Saved<T>> {
     }
 }
 
-impl<T: RegionInput> sealed::Sealed for &[Saved<T>] {}
+impl<T: RegionInput> NeedsSeal for &[Saved<T>] {}
 impl<'a, T: RegionInput> Needs for &'a [Saved<T>] {
     type Marked = &'a [T];
     #[track_caller]
@@ -180,17 +188,17 @@ impl<'a, T: RegionInput> Needs for &'a [Saved<T>] {
     }
 }
 
-impl<T: RegionInput, const N: usize> sealed::Sealed for [Saved<T>; N] {}
+impl<T: RegionInput, const N: usize> NeedsSeal for [Saved<T>; N] {}
 impl<T: RegionInput, const N: usize> Needs for [Saved<T>; N] {
     type Marked = [T; N];
     #[track_caller]
     fn mark(self) -> [T; N] {
         marked(peel_slice(&self));
-        self.map(|s| s.value)
+        self.map(|s| s.value.0)
     }
 }
 
-impl<T: RegionInput, const N: usize> sealed::Sealed for &[Saved<T>; N] {}
+impl<T: RegionInput, const N: usize> NeedsSeal for &[Saved<T>; N] {}
 impl<'a, T: RegionInput, const N: usize> Needs for &'a [Saved<T>; N] {
     type Marked = &'a [T; N];
     #[track_caller]
@@ -203,7 +211,7 @@ impl<'a, T: RegionInput, const N: usize> Needs for &'a [Saved<T>; N] {
 
 macro_rules! tuple_needs {
     ($($name:ident)+) => {
-        impl<$($name: Needs),+> sealed::Sealed for ($($name,)+) {}
+        impl<$($name: Needs),+> NeedsSeal for ($($name,)+) {}
         impl<$($name: Needs),+> Needs for ($($name,)+) {
             type Marked = ($($name::Marked,)+);
             #[allow(non_snake_case)]
@@ -243,9 +251,9 @@ impl Saved<Tensor> {
         // docs/dsl.md, rule T6: never while recomputing, at any depth; and
         // never a placeholder (one that outlived its checkpoint's
         // recomputation, kept in a thread-local: T8).
-        if frame::any_recomputing() || is_placeholder(&self.value) {
+        if frame::any_recomputing() || is_placeholder(&self.value.0) {
             return None;
         }
-        Some(self.value.detach())
+        Some(self.value.0.detach())
     }
 }

@@ -23,7 +23,7 @@ use crate::io::{RegionInput, RegionOutput};
 use crate::policy::Policy;
 use crate::recorders::timing::{since_start, DeviceTimer, RegionCall};
 use crate::recorders::trace;
-use crate::saved::arg::{RegionArg, Token};
+use crate::saved::arg::{token, RegionArg};
 use crate::sync::lock;
 use std::borrow::Cow;
 use std::panic::Location;
@@ -131,7 +131,7 @@ impl Region {
     ) -> Result<O> {
         // docs/dsl.md, rule T3: a save output among the inputs reaches the
         // body readable; the region asks for it (K2) or is skipped (K3).
-        let inputs = inputs.open(Token::new());
+        let inputs = inputs.open(token());
         // docs/semantics.md, rule R2: a name is never empty, inside a checkpoint
         // or not (checked before anything else).
         if self.name.is_empty() {

@@ -12,13 +12,21 @@ use crate::bridge::{peel_ref_slice, peel_slice, Saved};
 use crate::io::RegionInput;
 
 /// A proof of being inside the runtime: methods that open a [`Saved`]
-/// without asking take one, so code outside remat cannot call them.
+/// without asking take one, so code outside remat cannot call them (and
+/// code `#[derive(RegionOutput)]` writes only passes on the one it is
+/// given). Only remat makes one.
+///
+/// ```compile_fail
+/// let token = remat_runtime::Token(()); // its field is private: no way to make one
+/// ```
+#[derive(Clone, Copy)]
 pub struct Token(());
 
-impl Token {
-    pub(crate) fn new() -> Token {
-        Token(())
-    }
+/// A token, for the runtime's own conversions. A free function, not an
+/// associated one: rustc's help for `Token(())` written outside remat
+/// suggests associated functions, private ones included.
+pub(crate) fn token() -> Token {
+    Token(())
 }
 
 /// What a region call takes as its inputs: any [`RegionInput`] (a tensor,
@@ -58,35 +66,35 @@ impl<T: RegionInput> RegionArg for T {
 impl<T: RegionInput> RegionArg for Saved<T> {
     type Opened = T;
     fn open(self, _: Token) -> T {
-        self.value
+        self.value.0
     }
 }
 
 impl<'a, T: RegionInput> RegionArg for &'a Saved<T> {
     type Opened = &'a T;
     fn open(self, _: Token) -> &'a T {
-        &self.value
+        &self.value.0
     }
 }
 
 impl<T: RegionInput> RegionArg for Option<Saved<T>> {
     type Opened = Option<T>;
     fn open(self, _: Token) -> Option<T> {
-        self.map(|s| s.value)
+        self.map(|s| s.value.0)
     }
 }
 
 impl<'a, T: RegionInput> RegionArg for Option<&'a Saved<T>> {
     type Opened = Option<&'a T>;
     fn open(self, _: Token) -> Option<&'a T> {
-        self.map(|s| &s.value)
+        self.map(|s| &s.value.0)
     }
 }
 
 impl<T: RegionInput> RegionArg for Vec<Saved<T>> {
     type Opened = Vec<T>;
     fn open(self, _: Token) -> Vec<T> {
-        self.into_iter().map(|s| s.value).collect()
+        self.into_iter().map(|s| s.value.0).collect()
     }
 }
 
@@ -149,7 +157,7 @@ macro_rules! tuple_args {
             #[allow(non_snake_case)]
             fn open(self, _: Token) -> Self::Opened {
                 let ($(Arg($name),)+) = self;
-                ($($name.open(Token::new()),)+)
+                ($($name.open(token()),)+)
             }
         }
     };

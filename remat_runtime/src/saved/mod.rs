@@ -10,7 +10,9 @@
 //! `needs` and `Saved::on_forward`.
 
 pub(crate) mod arg;
+pub(crate) mod fields;
 pub(crate) mod returned;
+pub(crate) mod unmarked;
 
 pub use crate::bridge::Saved;
 use tch::{Device, Kind, TchError, Tensor};
@@ -25,7 +27,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.size(), [2, 3]);
     /// ```
     pub fn size(&self) -> Vec<i64> {
-        self.value.size()
+        self.value.0.size()
     }
 
     /// The size of a one-dimensional tensor, as [`Tensor::size1`].
@@ -35,7 +37,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.size1().unwrap(), 4);
     /// ```
     pub fn size1(&self) -> Result<i64, TchError> {
-        self.value.size1()
+        self.value.0.size1()
     }
 
     /// The sizes of a two-dimensional tensor, as [`Tensor::size2`].
@@ -45,7 +47,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.size2().unwrap(), (2, 3));
     /// ```
     pub fn size2(&self) -> Result<(i64, i64), TchError> {
-        self.value.size2()
+        self.value.0.size2()
     }
 
     /// The sizes of a three-dimensional tensor, as [`Tensor::size3`].
@@ -55,7 +57,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.size3().unwrap(), (1, 2, 3));
     /// ```
     pub fn size3(&self) -> Result<(i64, i64, i64), TchError> {
-        self.value.size3()
+        self.value.0.size3()
     }
 
     /// The sizes of a four-dimensional tensor, as [`Tensor::size4`].
@@ -65,7 +67,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.size4().unwrap(), (1, 1, 2, 3));
     /// ```
     pub fn size4(&self) -> Result<(i64, i64, i64, i64), TchError> {
-        self.value.size4()
+        self.value.0.size4()
     }
 
     /// The number of dimensions, as [`Tensor::dim`].
@@ -75,7 +77,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.dim(), 2);
     /// ```
     pub fn dim(&self) -> usize {
-        self.value.dim()
+        self.value.0.dim()
     }
 
     /// The element type, as [`Tensor::kind`].
@@ -85,7 +87,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.kind(), tch::Kind::Float);
     /// ```
     pub fn kind(&self) -> Kind {
-        self.value.kind()
+        self.value.0.kind()
     }
 
     /// The device, as [`Tensor::device`].
@@ -95,7 +97,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.device(), tch::Device::Cpu);
     /// ```
     pub fn device(&self) -> Device {
-        self.value.device()
+        self.value.0.device()
     }
 
     /// The number of elements, as [`Tensor::numel`].
@@ -105,7 +107,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.numel(), 6);
     /// ```
     pub fn numel(&self) -> usize {
-        self.value.numel()
+        self.value.0.numel()
     }
 
     /// Whether it requires grad, as [`Tensor::requires_grad`].
@@ -115,7 +117,7 @@ impl Saved<Tensor> {
     /// assert!(!s.requires_grad());
     /// ```
     pub fn requires_grad(&self) -> bool {
-        self.value.requires_grad()
+        self.value.0.requires_grad()
     }
 
     /// The strides, as [`Tensor::stride`].
@@ -125,7 +127,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.stride(), [3, 1]);
     /// ```
     pub fn stride(&self) -> Vec<i64> {
-        self.value.stride()
+        self.value.0.stride()
     }
 
     /// Whether it is contiguous, as [`Tensor::is_contiguous`].
@@ -135,7 +137,7 @@ impl Saved<Tensor> {
     /// assert!(s.is_contiguous());
     /// ```
     pub fn is_contiguous(&self) -> bool {
-        self.value.is_contiguous()
+        self.value.0.is_contiguous()
     }
 }
 
@@ -153,7 +155,7 @@ impl Saved<Tensor> {
     /// assert_eq!(t.size(), s.size());
     /// ```
     pub fn shallow_clone(&self) -> Saved<Tensor> {
-        Saved::new(self.value.shallow_clone())
+        Saved::new(self.value.0.shallow_clone())
     }
 
     /// A view with other sizes, as [`Tensor::view`].
@@ -163,7 +165,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.view(&[3, 2]).size(), [3, 2]);
     /// ```
     pub fn view(&self, size: &[i64]) -> Saved<Tensor> {
-        Saved::new(self.value.view(size))
+        Saved::new(self.value.0.view(size))
     }
 
     /// A slice of one dimension, as [`Tensor::narrow`].
@@ -173,7 +175,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.narrow(0, 1, 2).size(), [2, 3]);
     /// ```
     pub fn narrow(&self, dim: i64, start: i64, length: i64) -> Saved<Tensor> {
-        Saved::new(self.value.narrow(dim, start, length))
+        Saved::new(self.value.0.narrow(dim, start, length))
     }
 
     /// One index of one dimension, as [`Tensor::select`].
@@ -183,7 +185,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.select(0, 1).size(), [3]);
     /// ```
     pub fn select(&self, dim: i64, index: i64) -> Saved<Tensor> {
-        Saved::new(self.value.select(dim, index))
+        Saved::new(self.value.0.select(dim, index))
     }
 
     /// Two dimensions swapped, as [`Tensor::transpose`].
@@ -193,7 +195,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.transpose(0, 1).size(), [3, 4]);
     /// ```
     pub fn transpose(&self, dim0: i64, dim1: i64) -> Saved<Tensor> {
-        Saved::new(self.value.transpose(dim0, dim1))
+        Saved::new(self.value.0.transpose(dim0, dim1))
     }
 
     /// The dimensions reordered, as [`Tensor::permute`].
@@ -203,7 +205,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.permute(&[2, 0, 1]).size(), [3, 1, 2]);
     /// ```
     pub fn permute(&self, dims: &[i64]) -> Saved<Tensor> {
-        Saved::new(self.value.permute(dims))
+        Saved::new(self.value.0.permute(dims))
     }
 
     /// A dimension of size one inserted, as [`Tensor::unsqueeze`].
@@ -213,7 +215,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.unsqueeze(0).size(), [1, 2]);
     /// ```
     pub fn unsqueeze(&self, dim: i64) -> Saved<Tensor> {
-        Saved::new(self.value.unsqueeze(dim))
+        Saved::new(self.value.0.unsqueeze(dim))
     }
 
     /// A dimension of size one removed, as [`Tensor::squeeze_dim`].
@@ -223,7 +225,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.squeeze_dim(0).size(), [2]);
     /// ```
     pub fn squeeze_dim(&self, dim: i64) -> Saved<Tensor> {
-        Saved::new(self.value.squeeze_dim(dim))
+        Saved::new(self.value.0.squeeze_dim(dim))
     }
 
     /// Broadcast to `size` without copying, as [`Tensor::expand`].
@@ -233,7 +235,7 @@ impl Saved<Tensor> {
     /// assert_eq!(s.expand(&[2, 3], false).size(), [2, 3]);
     /// ```
     pub fn expand(&self, size: &[i64], implicit: bool) -> Saved<Tensor> {
-        Saved::new(self.value.expand(size, implicit))
+        Saved::new(self.value.0.expand(size, implicit))
     }
 
     /// Detached from the graph, the same storage, as [`Tensor::detach`].
@@ -243,7 +245,7 @@ impl Saved<Tensor> {
     /// assert!(!remat_runtime::Saved::new(x).detach().requires_grad());
     /// ```
     pub fn detach(&self) -> Saved<Tensor> {
-        Saved::new(self.value.detach())
+        Saved::new(self.value.0.detach())
     }
 
     /// `chunks` views along `dim`, as [`Tensor::chunk`].
@@ -255,6 +257,7 @@ impl Saved<Tensor> {
     /// ```
     pub fn chunk(&self, chunks: i64, dim: i64) -> Vec<Saved<Tensor>> {
         self.value
+            .0
             .chunk(chunks, dim)
             .into_iter()
             .map(Saved::new)
@@ -269,6 +272,7 @@ impl Saved<Tensor> {
     /// ```
     pub fn split(&self, split_size: i64, dim: i64) -> Vec<Saved<Tensor>> {
         self.value
+            .0
             .split(split_size, dim)
             .into_iter()
             .map(Saved::new)
@@ -282,17 +286,35 @@ impl Saved<Tensor> {
     /// assert_eq!(s.unbind(0).len(), 3);
     /// ```
     pub fn unbind(&self, dim: i64) -> Vec<Saved<Tensor>> {
-        self.value.unbind(dim).into_iter().map(Saved::new).collect()
+        self.value
+            .0
+            .unbind(dim)
+            .into_iter()
+            .map(Saved::new)
+            .collect()
     }
 }
 
-/// Shows the metadata only: printing never reads the data.
-impl std::fmt::Debug for Saved<Tensor> {
+/// Shows the metadata only: printing never reads the data. A tensor's is
+/// `Saved { size, kind, device }`; a value holding several (a derived
+/// output, a tuple) shows each tensor's in a list.
+impl<T: crate::io::RegionInput> std::fmt::Debug for Saved<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Saved")
-            .field("size", &self.value.size())
-            .field("kind", &self.value.kind())
-            .field("device", &self.value.device())
-            .finish()
+        struct Meta<'a>(&'a Tensor);
+        impl std::fmt::Debug for Meta<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("Saved")
+                    .field("size", &self.0.size())
+                    .field("kind", &self.0.kind())
+                    .field("device", &self.0.device())
+                    .finish()
+            }
+        }
+        let mut tensors = Vec::new();
+        self.value.0.visit(&mut |t| tensors.push(t.shallow_clone()));
+        match tensors.as_slice() {
+            [one] => Meta(one).fmt(f),
+            many => f.debug_list().entries(many.iter().map(Meta)).finish(),
+        }
     }
 }

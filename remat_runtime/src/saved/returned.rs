@@ -8,7 +8,7 @@
 //! around it, rule K8).
 
 use crate::bridge::Saved;
-use crate::io::{OutputItem, RegionOutput};
+use crate::io::{OutputItem, RegionInput, RegionOutput};
 use crate::saved::arg::Token;
 use tch::Tensor;
 
@@ -31,8 +31,8 @@ use tch::Tensor;
 /// ```
 #[diagnostic::on_unimplemented(
     message = "a checkpoint cannot return `{Self}`",
-    label = "not a tensor, a save output, or a tuple or `Vec` of them",
-    note = "a checkpoint's closure returns a `Tensor`, an `Option<Tensor>`, a `Saved<Tensor>` (a save output of the checkpoint), or a tuple (up to 8 items) or `Vec` of those, nested to any depth"
+    label = "not a tensor, a save output, a type that derives `RegionOutput`, or a tuple or `Vec` of them",
+    note = "a checkpoint's closure returns a `Tensor`, an `Option<Tensor>`, a `Saved<Tensor>` (a save output of the checkpoint), a type of yours that derives `remat::io::RegionOutput` (or its saved form), or a tuple (up to 8 items) or `Vec` of those, nested to any depth"
 )]
 pub trait CheckpointOutput {
     /// What the caller receives.
@@ -41,18 +41,21 @@ pub trait CheckpointOutput {
     /// are asked for it then).
     #[doc(hidden)]
     const HOLDS_SAVED: bool;
-    /// The output the caller receives (the runtime's own: its token cannot be made outside remat).
+    /// The output the caller receives (the runtime's own: its token cannot
+    /// be made outside remat).
     fn into_output(self, token: Token) -> Self::Output;
-    /// Calls `f` on each tensor, in order.
+    /// Calls `f` on each tensor, in order (the runtime's own, as
+    /// `into_output`: a save output's tensor is not for bare code to read).
     #[doc(hidden)]
-    fn visit(&self, f: &mut dyn FnMut(&Tensor));
+    fn visit(&self, f: &mut dyn FnMut(&Tensor), token: Token);
 }
 
-/// One item of a checkpoint's tuple or `Vec` output.
+/// One item of a checkpoint's output: what a tuple, a `Vec` or a derived
+/// type's field holds, and on its own the whole output.
 #[diagnostic::on_unimplemented(
-    message = "a checkpoint cannot return `{Self}` in a tuple or `Vec`",
-    label = "not a tensor, a save output, or a `Vec` of them",
-    note = "the items of a checkpoint's tuple or `Vec` output are `Tensor`, `Option<Tensor>`, `Saved<Tensor>`, `Option<Saved<Tensor>>`, or `Vec`s of those"
+    message = "a checkpoint cannot return `{Self}`",
+    label = "not a tensor, a save output, a type that derives `RegionOutput`, or a tuple or `Vec` of them",
+    note = "a checkpoint's closure returns a `Tensor`, an `Option<Tensor>`, a `Saved<Tensor>` (a save output of the checkpoint), a type of yours that derives `remat::io::RegionOutput` (or its saved form), or a tuple (up to 8 items) or `Vec` of those, nested to any depth"
 )]
 pub trait CheckpointOutputItem {
     /// What the caller receives for it.
@@ -60,11 +63,12 @@ pub trait CheckpointOutputItem {
     /// Whether it may be a save output.
     #[doc(hidden)]
     const HOLDS_SAVED: bool;
-    /// The item the caller receives (the runtime's own: its token cannot be made outside remat).
+    /// The item the caller receives (the runtime's own: its token cannot be
+    /// made outside remat).
     fn into_item(self, token: Token) -> Self::Item;
-    /// Calls `f` on its tensor, if any.
+    /// Calls `f` on its tensors, in order (the runtime's own).
     #[doc(hidden)]
-    fn visit_item(&self, f: &mut dyn FnMut(&Tensor));
+    fn visit_item(&self, f: &mut dyn FnMut(&Tensor), token: Token);
 }
 
 impl CheckpointOutputItem for Tensor {
@@ -73,7 +77,7 @@ impl CheckpointOutputItem for Tensor {
     fn into_item(self, _: Token) -> Tensor {
         self
     }
-    fn visit_item(&self, f: &mut dyn FnMut(&Tensor)) {
+    fn visit_item(&self, f: &mut dyn FnMut(&Tensor), _: Token) {
         f(self)
     }
 }
@@ -84,21 +88,23 @@ impl CheckpointOutputItem for Option<Tensor> {
     fn into_item(self, _: Token) -> Option<Tensor> {
         self
     }
-    fn visit_item(&self, f: &mut dyn FnMut(&Tensor)) {
+    fn visit_item(&self, f: &mut dyn FnMut(&Tensor), _: Token) {
         if let Some(t) = self {
             f(t)
         }
     }
 }
 
-impl CheckpointOutputItem for Saved<Tensor> {
-    type Item = Tensor;
+/// A save output returned, a tensor's or a derived output's: the caller
+/// receives the value (rule K5).
+impl<T: OutputItem + RegionInput> CheckpointOutputItem for Saved<T> {
+    type Item = T;
     const HOLDS_SAVED: bool = true;
-    fn into_item(self, _: Token) -> Tensor {
-        self.value
+    fn into_item(self, _: Token) -> T {
+        self.value.0
     }
-    fn visit_item(&self, f: &mut dyn FnMut(&Tensor)) {
-        f(&self.value)
+    fn visit_item(&self, f: &mut dyn FnMut(&Tensor), _: Token) {
+        self.value.0.visit(f)
     }
 }
 
@@ -106,11 +112,11 @@ impl CheckpointOutputItem for Option<Saved<Tensor>> {
     type Item = Option<Tensor>;
     const HOLDS_SAVED: bool = true;
     fn into_item(self, _: Token) -> Option<Tensor> {
-        self.map(|s| s.value)
+        self.map(|s| s.value.0)
     }
-    fn visit_item(&self, f: &mut dyn FnMut(&Tensor)) {
+    fn visit_item(&self, f: &mut dyn FnMut(&Tensor), _: Token) {
         if let Some(s) = self {
-            f(&s.value)
+            f(&s.value.0)
         }
     }
 }
@@ -124,8 +130,8 @@ where
     fn into_output(self, token: Token) -> T::Item {
         self.into_item(token)
     }
-    fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
-        self.visit_item(f)
+    fn visit(&self, f: &mut dyn FnMut(&Tensor), token: Token) {
+        self.visit_item(f, token)
     }
 }
 
@@ -134,32 +140,32 @@ where
 impl<T: CheckpointOutputItem> CheckpointOutputItem for Vec<T> {
     type Item = Vec<T::Item>;
     const HOLDS_SAVED: bool = T::HOLDS_SAVED;
-    fn into_item(self, _: Token) -> Vec<T::Item> {
-        self.into_iter()
-            .map(|t| t.into_item(Token::new()))
-            .collect()
+    fn into_item(self, token: Token) -> Vec<T::Item> {
+        self.into_iter().map(|t| t.into_item(token)).collect()
     }
-    fn visit_item(&self, f: &mut dyn FnMut(&Tensor)) {
-        self.iter().for_each(|t| t.visit_item(f))
+    fn visit_item(&self, f: &mut dyn FnMut(&Tensor), token: Token) {
+        self.iter().for_each(|t| t.visit_item(f, token))
     }
 }
 
-macro_rules! tuple_outputs {
+/// A tuple of items is an item (nested in a tuple, a `Vec` or a derived
+/// type's field), and on its own the whole output.
+macro_rules! tuple_items {
     ($($name:ident)+) => {
-        impl<$($name: CheckpointOutputItem),+> CheckpointOutput for ($($name,)+) {
-            type Output = ($($name::Item,)+);
+        impl<$($name: CheckpointOutputItem),+> CheckpointOutputItem for ($($name,)+) {
+            type Item = ($($name::Item,)+);
             const HOLDS_SAVED: bool = false $(|| $name::HOLDS_SAVED)+;
             #[allow(non_snake_case)]
-            fn into_output(self, _: Token) -> Self::Output {
+            fn into_item(self, token: Token) -> Self::Item {
                 let ($($name,)+) = self;
-                ($($name.into_item(Token::new()),)+)
+                ($($name.into_item(token),)+)
             }
             #[allow(non_snake_case)]
-            fn visit(&self, f: &mut dyn FnMut(&Tensor)) {
+            fn visit_item(&self, f: &mut dyn FnMut(&Tensor), token: Token) {
                 let ($($name,)+) = self;
-                $($name.visit_item(f);)+
+                $($name.visit_item(f, token);)+
             }
         }
     };
 }
-for_each_output_arity!(tuple_outputs);
+for_each_output_arity!(tuple_items);
