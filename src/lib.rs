@@ -127,7 +127,7 @@ pub mod io {
     pub use remat_derive::RegionOutput;
     pub use remat_runtime::{
         Arg, CheckpointInputs, CheckpointOutput, CheckpointOutputItem, Needs, OutputItem,
-        ReadableAfterNeeds, RegionArg, RegionInput, RegionOutput, SavedFields, Token,
+        ReadableAfterNeeds, RegionArg, RegionInput, RegionOutput, SavedFields, SizeList, Token,
     };
 }
 

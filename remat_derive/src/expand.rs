@@ -44,6 +44,8 @@ pub(crate) fn remat(input: TokenStream) -> TokenStream {
     // stands, bare statements included.
     let mut errors = None;
     let input = crate::gone_attr::strip(input, &mut errors);
+    // docs/dsl.md, rule T2: `needs` statements in the blocks inside.
+    let input = crate::nested_needs::rewrite(input);
     let (invocation, more) = parse::parse_invocation(input);
     if let Some(more) = more {
         push_error(&mut errors, more);
@@ -171,6 +173,10 @@ impl Expander {
         // written: a type that is no region argument is reported at it.
         let mut lets = TokenStream::new();
         for (local, arg) in locals.iter().zip(&args) {
+            if is_none(arg) {
+                quote!(let #local = ::remat::__private::arg(());).to_tokens(&mut lets);
+                continue;
+            }
             let arg_span = syn::spanned::Spanned::span(arg);
             quote!(let #local = #arg;).to_tokens(&mut lets);
             // In a block at the argument's place: rustc reports an unmet
@@ -179,13 +185,21 @@ impl Expander {
             quote_spanned!(arg_span=> let #local = ::remat::__private::arg(#at_arg);)
                 .to_tokens(&mut lets);
         }
-        let body = region.call.with_args(locals.iter().map(|local| {
-            Expr::Path(syn::ExprPath {
-                attrs: Vec::new(),
-                qself: None,
-                path: local.clone().into(),
-            })
-        }));
+        let body = region
+            .call
+            .with_args(locals.iter().zip(&args).map(|(local, arg)| {
+                // A literal `None` holds no tensor: it stays in the call, where
+                // the callee's parameter gives it its type (an `Option<&Tensor>`
+                // mask), instead of becoming an input whose type nothing fixes.
+                if is_none(arg) {
+                    return (*arg).clone();
+                }
+                Expr::Path(syn::ExprPath {
+                    attrs: Vec::new(),
+                    qself: None,
+                    path: local.clone().into(),
+                })
+            }));
         let name = name_tokens(&region.name);
         let policy = match region.policy.kind {
             PolicyKind::Save => quote_spanned!(span=> ::remat::Policy::Save),
@@ -219,6 +233,14 @@ impl Expander {
             )
         };
         (lets, call)
+    }
+}
+
+/// Whether `arg` is the literal `None` (a path of that one segment).
+fn is_none(arg: &Expr) -> bool {
+    match arg {
+        Expr::Path(p) => p.qself.is_none() && p.path.is_ident("None"),
+        _ => false,
     }
 }
 

@@ -26,6 +26,7 @@ mod depth_limit;
 mod errors;
 mod expand;
 mod gone_attr;
+mod nested_needs;
 mod output;
 mod param_kind;
 mod parse;

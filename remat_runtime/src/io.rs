@@ -55,7 +55,7 @@ pub struct Opaque<T>(pub T);
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a region's input",
     label = "not a tensor, a number, a string, or a collection of them",
-    note = "a save output (`Saved<..>`) is a region's input alone, or in a tuple of `remat::io::Arg`s: `(Arg(&x), Arg(&attn))`, as `remat!` writes it",
+    note = "a save output (`Saved<..>`) inside another value (a tuple, a struct) is not opened: pass it as an argument of its own (in `remat!`, one argument of the call; with `Region::call`, one `remat::io::Arg` of the tuple of arguments), or mark it with `needs` first",
     note = "wrap anything else in `remat::Opaque(..)`, or implement `remat::io::RegionInput` for a type of yours that holds tensors"
 )]
 pub trait RegionInput {

@@ -88,7 +88,7 @@ pub use saved::arg::{Arg, RegionArg, Token};
 pub use saved::fields::SavedFields;
 pub use saved::returned::{CheckpointOutput, CheckpointOutputItem};
 pub use saved::unmarked::ReadableAfterNeeds;
-pub use saved::Saved;
+pub use saved::{Saved, SizeList};
 pub use shared::Shared;
 pub use tch::Tensor;
 

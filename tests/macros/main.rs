@@ -9,6 +9,7 @@
 use remat_reference::testing as common;
 
 mod detach;
+mod forms;
 mod gradients;
 mod name_scope;
 mod options;

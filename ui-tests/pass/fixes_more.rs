@@ -125,7 +125,7 @@ fn copies(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     remat! { let a = save attention: attention(&h); }
     let reshaped = needs(&a).reshape([-1]) * 2;
     let contiguous = needs(a.transpose(0, 1)).contiguous();
-    let as_double = needs(a.view(&[-1])).to_kind(Kind::Double).sum(Kind::Double);
+    let as_double = needs(a.view([-1])).to_kind(Kind::Double).sum(Kind::Double);
     reshaped.sum(Kind::Float) + contiguous.sum(Kind::Float) + as_double.to_kind(Kind::Float)
 }
 

@@ -26,7 +26,7 @@ fn block(x: &Tensor) -> Tensor {
     assert!(format!("{attn:?}").starts_with("Saved { size: [2, 3], kind: Float"));
     // Views of it are `Saved<Tensor>`s with the view's metadata.
     assert_eq!(attn.transpose(0, 1).size(), [cols, rows]);
-    assert_eq!(attn.view(&[-1]).size(), [rows * cols]);
+    assert_eq!(attn.view([-1]).size(), [rows * cols]);
     assert_eq!(attn.chunk(cols, 1).len() as i64, cols);
     assert_eq!(attn.select(0, 1).unsqueeze(0).size(), [1, cols]);
     x * (rows * cols) as f64

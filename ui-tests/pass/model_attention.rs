@@ -40,7 +40,7 @@ impl Attention {
         let heads: Vec<Saved<Tensor>> = qkv
             .chunk(3, 2)
             .iter()
-            .map(|p| p.view(&[b, t, self.heads, hd]).transpose(1, 2))
+            .map(|p| p.view([b, t, self.heads, hd]).transpose(1, 2))
             .collect();
         heads.try_into().ok().unwrap()
     }

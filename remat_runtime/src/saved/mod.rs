@@ -144,8 +144,10 @@ impl Saved<Tensor> {
 /// Views: libtorch returns each as a view of the same storage, for every
 /// argument, so a view is as safe as the value (a placeholder's view is a
 /// placeholder) and asking for a view keeps the whole output (rule K6).
-/// Anything that may copy (`reshape`, `contiguous`, `to_kind`, indexing
-/// by a tensor) reads the data, and so needs the value marked first.
+/// Each takes the arguments `Tensor`'s method of the same name takes
+/// (`view([-1])`, `view((b, -1))`, `permute([1, 0])`). Anything that may
+/// copy (`reshape`, `flatten`, `contiguous`, `to_kind`, indexing by a
+/// tensor) reads the data, and so needs the value marked first.
 impl Saved<Tensor> {
     /// Another handle to the same tensor, as [`Tensor::shallow_clone`].
     ///
@@ -158,14 +160,29 @@ impl Saved<Tensor> {
         Saved::new(self.value.0.shallow_clone())
     }
 
-    /// A view with other sizes, as [`Tensor::view`].
+    /// A view with other sizes, as [`Tensor::view`]: a view always (libtorch
+    /// refuses sizes the strides do not allow, where `reshape` would copy).
     ///
     /// ```
     /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([2, 3], tch::kind::FLOAT_CPU));
-    /// assert_eq!(s.view(&[3, 2]).size(), [3, 2]);
+    /// assert_eq!(s.view([3, 2]).size(), [3, 2]);
+    /// assert_eq!(s.view([-1]).size(), [6]);
+    /// assert_eq!(s.view((3, -1)).size(), [3, 2]);
     /// ```
-    pub fn view(&self, size: &[i64]) -> Saved<Tensor> {
-        Saved::new(self.value.0.view(size))
+    pub fn view(&self, size: impl SizeList) -> Saved<Tensor> {
+        Saved::new(self.value.0.view(&*size.sizes()))
+    }
+
+    /// A view with `other`'s sizes, as [`Tensor::view_as`]. `other` is read
+    /// for its metadata only; a save output's is [`Saved::meta`].
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([2, 3], tch::kind::FLOAT_CPU));
+    /// let like = tch::Tensor::zeros([6], tch::kind::FLOAT_CPU);
+    /// assert_eq!(s.view_as(&like).size(), [6]);
+    /// ```
+    pub fn view_as(&self, other: &Tensor) -> Saved<Tensor> {
+        Saved::new(self.value.0.view_as(other))
     }
 
     /// A slice of one dimension, as [`Tensor::narrow`].
@@ -198,14 +215,58 @@ impl Saved<Tensor> {
         Saved::new(self.value.0.transpose(dim0, dim1))
     }
 
+    /// Two dimensions swapped, as [`Tensor::swapaxes`] (numpy's name).
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([4, 3], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.swapaxes(0, 1).size(), [3, 4]);
+    /// ```
+    pub fn swapaxes(&self, axis0: i64, axis1: i64) -> Saved<Tensor> {
+        Saved::new(self.value.0.swapaxes(axis0, axis1))
+    }
+
+    /// A matrix (or vector) transposed, as [`Tensor::tr`] (torch's `t()`).
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([4, 3], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.tr().size(), [3, 4]);
+    /// ```
+    pub fn tr(&self) -> Saved<Tensor> {
+        Saved::new(self.value.0.tr())
+    }
+
+    /// The last two dimensions swapped, as [`Tensor::mt`] (torch's `mT`).
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([2, 4, 3], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.mt().size(), [2, 3, 4]);
+    /// ```
+    pub fn mt(&self) -> Saved<Tensor> {
+        Saved::new(self.value.0.mt())
+    }
+
     /// The dimensions reordered, as [`Tensor::permute`].
     ///
     /// ```
     /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([1, 2, 3], tch::kind::FLOAT_CPU));
-    /// assert_eq!(s.permute(&[2, 0, 1]).size(), [3, 1, 2]);
+    /// assert_eq!(s.permute([2, 0, 1]).size(), [3, 1, 2]);
     /// ```
-    pub fn permute(&self, dims: &[i64]) -> Saved<Tensor> {
+    pub fn permute(&self, dims: impl torch_sys::IntList) -> Saved<Tensor> {
         Saved::new(self.value.0.permute(dims))
+    }
+
+    /// Dimensions moved to other places, as [`Tensor::movedim`].
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([1, 2, 3], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.movedim([0], [2]).size(), [2, 3, 1]);
+    /// ```
+    pub fn movedim(
+        &self,
+        source: impl torch_sys::IntList,
+        destination: impl torch_sys::IntList,
+    ) -> Saved<Tensor> {
+        Saved::new(self.value.0.movedim(source, destination))
     }
 
     /// A dimension of size one inserted, as [`Tensor::unsqueeze`].
@@ -218,6 +279,16 @@ impl Saved<Tensor> {
         Saved::new(self.value.0.unsqueeze(dim))
     }
 
+    /// Every dimension of size one removed, as [`Tensor::squeeze`].
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([1, 2, 1], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.squeeze().size(), [2]);
+    /// ```
+    pub fn squeeze(&self) -> Saved<Tensor> {
+        Saved::new(self.value.0.squeeze())
+    }
+
     /// A dimension of size one removed, as [`Tensor::squeeze_dim`].
     ///
     /// ```
@@ -228,14 +299,82 @@ impl Saved<Tensor> {
         Saved::new(self.value.0.squeeze_dim(dim))
     }
 
+    /// Dimensions of size one removed, as [`Tensor::squeeze_dims`].
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([1, 2, 1], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.squeeze_dims([0, 2]).size(), [2]);
+    /// ```
+    pub fn squeeze_dims(&self, dims: impl torch_sys::IntList) -> Saved<Tensor> {
+        Saved::new(self.value.0.squeeze_dims(dims))
+    }
+
+    /// One dimension split into `sizes`, as [`Tensor::unflatten`]: a view
+    /// for every input (splitting one dimension needs no copy, whatever
+    /// its stride).
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([2, 12], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.unflatten(1, [3, 4]).size(), [2, 3, 4]);
+    /// ```
+    pub fn unflatten(&self, dim: i64, sizes: impl torch_sys::IntList) -> Saved<Tensor> {
+        Saved::new(self.value.0.unflatten(dim, sizes))
+    }
+
     /// Broadcast to `size` without copying, as [`Tensor::expand`].
     ///
     /// ```
     /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([1, 3], tch::kind::FLOAT_CPU));
-    /// assert_eq!(s.expand(&[2, 3], false).size(), [2, 3]);
+    /// assert_eq!(s.expand([2, 3], false).size(), [2, 3]);
     /// ```
-    pub fn expand(&self, size: &[i64], implicit: bool) -> Saved<Tensor> {
+    pub fn expand(&self, size: impl torch_sys::IntList, implicit: bool) -> Saved<Tensor> {
         Saved::new(self.value.0.expand(size, implicit))
+    }
+
+    /// Broadcast to `other`'s sizes without copying, as
+    /// [`Tensor::expand_as`]. `other` is read for its metadata only; a
+    /// save output's is [`Saved::meta`].
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([1, 3], tch::kind::FLOAT_CPU));
+    /// let like = tch::Tensor::zeros([2, 3], tch::kind::FLOAT_CPU);
+    /// assert_eq!(s.expand_as(&like).size(), [2, 3]);
+    /// ```
+    pub fn expand_as(&self, other: &Tensor) -> Saved<Tensor> {
+        Saved::new(self.value.0.expand_as(other))
+    }
+
+    /// A diagonal, as [`Tensor::diagonal`]: a view with the diagonal's
+    /// stride.
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([3, 3], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.diagonal(0, 0, 1).size(), [3]);
+    /// ```
+    pub fn diagonal(&self, offset: i64, dim1: i64, dim2: i64) -> Saved<Tensor> {
+        Saved::new(self.value.0.diagonal(offset, dim1, dim2))
+    }
+
+    /// Sliding windows of one dimension, as [`Tensor::unfold`]: a view
+    /// whose windows overlap in the storage.
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([6], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.unfold(0, 2, 2).size(), [3, 2]);
+    /// ```
+    pub fn unfold(&self, dimension: i64, size: i64, step: i64) -> Saved<Tensor> {
+        Saved::new(self.value.0.unfold(dimension, size, step))
+    }
+
+    /// The same bytes read as another element type of the same size, as
+    /// [`Tensor::view_dtype`].
+    ///
+    /// ```
+    /// let s = remat_runtime::Saved::new(tch::Tensor::zeros([2], tch::kind::FLOAT_CPU));
+    /// assert_eq!(s.view_dtype(tch::Kind::Int).kind(), tch::Kind::Int);
+    /// ```
+    pub fn view_dtype(&self, dtype: Kind) -> Saved<Tensor> {
+        Saved::new(self.value.0.view_dtype(dtype))
     }
 
     /// Detached from the graph, the same storage, as [`Tensor::detach`].
@@ -293,7 +432,120 @@ impl Saved<Tensor> {
             .map(Saved::new)
             .collect()
     }
+
+    /// A tensor with this one's metadata (sizes, strides, element type,
+    /// device) and no data, for what reads metadata only and takes a
+    /// `&Tensor`: `x.view_as(&a.meta())`, `x.expand_as(&a.meta())`, a
+    /// helper of yours that looks at shapes. Reading its data, even for
+    /// zero elements, fails with a message saying so (it is a placeholder,
+    /// docs/semantics.md rule P4); it holds no memory and no graph.
+    ///
+    /// ```
+    /// use remat_runtime::Saved;
+    /// let a = Saved::new(tch::Tensor::ones([2, 3], tch::kind::FLOAT_CPU));
+    /// let x = tch::Tensor::zeros([6], tch::kind::FLOAT_CPU);
+    /// assert_eq!(x.view_as(&a.meta()).size(), [2, 3]);
+    /// assert!(a.meta().f_sum(tch::Kind::Float).is_err()); // no data
+    /// ```
+    pub fn meta(&self) -> Tensor {
+        let spec = crate::bridge::TensorMeta::of(&self.value.0)
+            .ok()
+            .and_then(|m| crate::bridge::PlaceholderSpec::from_meta(&m))
+            .unwrap_or_else(|| {
+                crate::bridge::PlaceholderSpec::contiguous(
+                    &self.value.0.size(),
+                    self.value.0.kind(),
+                    self.value.0.device(),
+                )
+            });
+        crate::bridge::placeholder(
+            &spec,
+            "`Saved::meta()` is a save output's metadata only: it has no data. Read the data \
+             of the save output itself, marked with `remat::needs(..)`",
+        )
+        .unwrap_or_else(|e| panic!("cannot make a metadata-only tensor: {e}"))
+    }
 }
+
+/// The sizes [`Saved::view`] takes: what `Tensor::view` takes (`tch::Shape`:
+/// an array, a slice, a number, a tuple of numbers) and a reference to an
+/// array (`&[3, 2]`), which remat's `view` took before it took tch's forms.
+///
+/// ```
+/// use remat_runtime::SizeList;
+/// assert_eq!(&*(2, -1).sizes(), [2, -1]);
+/// assert_eq!(&*(&[3, 2]).sizes(), [3, 2]);
+/// ```
+pub trait SizeList {
+    /// The sizes, in order.
+    fn sizes(&self) -> Box<[i64]>;
+}
+
+impl<const N: usize> SizeList for [i64; N] {
+    fn sizes(&self) -> Box<[i64]> {
+        Box::new(*self)
+    }
+}
+
+impl<const N: usize> SizeList for &[i64; N] {
+    fn sizes(&self) -> Box<[i64]> {
+        Box::new(**self)
+    }
+}
+
+impl SizeList for &[i64] {
+    fn sizes(&self) -> Box<[i64]> {
+        (*self).into()
+    }
+}
+
+impl SizeList for Vec<i64> {
+    fn sizes(&self) -> Box<[i64]> {
+        self.as_slice().into()
+    }
+}
+
+impl SizeList for &Vec<i64> {
+    fn sizes(&self) -> Box<[i64]> {
+        self.as_slice().into()
+    }
+}
+
+impl SizeList for () {
+    fn sizes(&self) -> Box<[i64]> {
+        Box::new([])
+    }
+}
+
+macro_rules! number_sizes {
+    ($($t:ty),*) => {$(
+        impl SizeList for $t {
+            fn sizes(&self) -> Box<[i64]> {
+                Box::new([*self as i64])
+            }
+        }
+    )*};
+}
+number_sizes!(i64, i32, usize);
+
+macro_rules! tuple_sizes {
+    ($($name:ident)+) => {
+        impl SizeList for ($(tuple_sizes!(@i64 $name),)+) {
+            #[allow(non_snake_case)]
+            fn sizes(&self) -> Box<[i64]> {
+                let ($($name,)+) = *self;
+                Box::new([$($name),+])
+            }
+        }
+    };
+    (@i64 $name:ident) => { i64 };
+}
+tuple_sizes!(A);
+tuple_sizes!(A B);
+tuple_sizes!(A B C);
+tuple_sizes!(A B C D);
+tuple_sizes!(A B C D E);
+tuple_sizes!(A B C D E F);
 
 /// Shows the metadata only: printing never reads the data. A tensor's is
 /// `Saved { size, kind, device }`; a value holding several (a derived

@@ -72,7 +72,7 @@ macro_rules! operators {
             }
         }
 
-        scalars!($trait $method f64 f32 i64 i32);
+        scalars!($trait $method f64 i64);
     )*};
 }
 
