@@ -2,7 +2,9 @@
 //! Rust ([`Function`], [`apply`]), grad mode and the running backward,
 //! a backward that can retain the graph, placeholder tensors, the state of
 //! libtorch's random generators and a lock on the process-wide one
-//! ([`GeneratorLock`], for tests that compare runs with dropout).
+//! ([`GeneratorLock`], for tests that compare runs with dropout), and what
+//! saved-tensor hooks are told when a checkpoint starts to recompute
+//! ([`RecomputeStart`]).
 
 pub use crate::bridge::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_placeholder,
@@ -10,3 +12,4 @@ pub use crate::bridge::{
 };
 pub use crate::function::{apply, try_apply, BackwardContext, ForwardContext, Function};
 pub use crate::generator_lock::GeneratorLock;
+pub use crate::hooks::tensor_hooks::RecomputeStart;

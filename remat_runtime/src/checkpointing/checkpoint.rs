@@ -662,6 +662,11 @@ impl Checkpoint {
             autocast: AutocastState::current()?,
             random,
         });
+        // docs/semantics.md, rule T9: the pair in effect is told when the
+        // checkpoint recomputes.
+        if let Some(hooks) = &user_hooks {
+            state.told.register(hooks);
+        }
         let (parts, layout) = {
             let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
             let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);

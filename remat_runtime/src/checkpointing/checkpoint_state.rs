@@ -21,6 +21,7 @@ use crate::checkpointing::determinism::{Determinism, ForwardSave};
 use crate::checkpointing::early_stop::StopState;
 use crate::checkpointing::path::Path;
 use crate::checkpointing::random_state::RandomState;
+use crate::checkpointing::recompute_start::Told;
 use crate::checkpointing::save_region::persist::PersistIndex;
 use crate::checkpointing::save_region::record::{region_path, SaveRecord};
 use crate::error::{Error, Result};
@@ -82,6 +83,9 @@ pub(crate) struct CheckpointState {
     /// note steps while `inner` may be held by nothing, and regions check
     /// them on every call.
     pub path: Mutex<Path>,
+    /// The user's saved-tensor hooks to tell when recomputation starts
+    /// (rule T9).
+    pub told: Told,
 }
 
 /// The mutable part of a [`CheckpointState`].
@@ -229,6 +233,7 @@ impl CheckpointState {
                 sizes.steps,
                 sizes.records,
             )),
+            told: Told::default(),
         });
         let mut registry = lock(&REGISTRY);
         registry.retain(|w| w.strong_count() > 0);

@@ -343,6 +343,11 @@ pub(crate) fn set_user_hooks(hooks: Option<TensorHooks>) -> Option<UserHooksRest
         let mut frames = f.borrow_mut();
         let depth = frames.len().checked_sub(1)?;
         let frame = &mut frames[depth];
+        // docs/semantics.md, rule T9: a pair pushed inside the forward is
+        // told when the checkpoint recomputes, as the one around it is.
+        if let (Some(h), Phase::Forward) = (&hooks, frame.phase) {
+            frame.state.told.register(h);
+        }
         let previous = std::mem::replace(&mut frame.user_hooks, hooks);
         Some(UserHooksRestore { depth, previous })
     })

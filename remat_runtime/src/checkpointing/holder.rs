@@ -66,7 +66,11 @@ pub(crate) fn current_task() -> i64 {
 struct Delegated {
     pair: Arc<dyn HookPair>,
     payload: Payload,
-    rebuilt_in: Option<Arc<CheckpointState>>,
+    /// Its checkpoint, for the start of recomputation its unpack tells the
+    /// user's hooks (T9).
+    state: Arc<CheckpointState>,
+    /// Rebuilt from a recomputed input (S3): its unpack recomputes.
+    rebuilt: bool,
 }
 
 /// The checkpoint's hook on the forward: every save becomes an empty holder,
@@ -84,11 +88,12 @@ impl HookPair for ForwardHooks {
         // docs/semantics.md, rule S1: the saves of a running Save body stay resident.
         if let Some(pair) = frame::save_pack_of(state) {
             let payload = pair.pack(tensor, site)?;
-            let rebuilt_in = is_rebuilt(&*payload).then(|| state.clone());
+            let rebuilt = is_rebuilt(&*payload);
             return Ok(Box::new(Delegated {
                 pair,
                 payload,
-                rebuilt_in,
+                state: state.clone(),
+                rebuilt,
             }));
         }
         if let Some(call) = &state.profile {
@@ -119,10 +124,24 @@ impl HookPair for ForwardHooks {
 
     fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
         if let Some(saved) = payload.downcast_ref::<Delegated>() {
-            // docs/semantics.md, rules C6 and S3: a rebuilt save is there once
-            // recomputation reached its skipped region.
-            if let Some(state) = &saved.rebuilt_in {
-                replay_if_needed(state, current_task()).map_err(|e| e.to_string())?;
+            let state = &saved.state;
+            if !state
+                .forward_running
+                .load(std::sync::atomic::Ordering::SeqCst)
+            {
+                let task = current_task();
+                // docs/semantics.md, rule T9: the user's hooks hear that the
+                // checkpoint recomputes before any of its saves is unpacked,
+                // a kept one, which needs no recomputation, included.
+                state
+                    .told
+                    .tell(state.name.as_deref(), task)
+                    .map_err(|m| state.error(m).to_string())?;
+                // docs/semantics.md, rules C6 and S3: a rebuilt save is there
+                // once recomputation reached its skipped region.
+                if saved.rebuilt {
+                    replay_if_needed(state, task).map_err(|e| e.to_string())?;
+                }
             }
             return saved.pair.unpack(&*saved.payload);
         }
@@ -164,6 +183,13 @@ pub(crate) fn replay_if_needed(state: &Arc<CheckpointState>, task: i64) -> Resul
     if lock(&state.inner).replayed.contains(&task) {
         return Ok(());
     }
+    // docs/semantics.md, rule T9: before the inputs are read back (a pair
+    // may hold them) and before the closure runs, the user's hooks hear
+    // that this checkpoint recomputes.
+    state
+        .told
+        .tell(state.name.as_deref(), task)
+        .map_err(|m| state.error(m))?;
     // The planner's calibration costs a choice by this time (planner/profile.rs).
     let _timed = state.profile.as_deref().map(ReplayTimer::start);
     // docs/semantics.md, rule C1: the inputs come back from the node that saved them.

@@ -25,6 +25,7 @@ pub(crate) mod name_scope;
 pub(crate) mod needs;
 pub(crate) mod path;
 pub(crate) mod random_state;
+pub(crate) mod recompute_start;
 pub(crate) mod region;
 pub(crate) mod save_region;
 pub(crate) mod saved_tensors;

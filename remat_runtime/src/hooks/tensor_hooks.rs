@@ -207,7 +207,43 @@ where
 /// y.sum(Kind::Float).backward();
 /// ```
 #[derive(Clone)]
-pub struct TensorHooks(Arc<dyn UserPair>);
+pub struct TensorHooks {
+    pair: Arc<dyn UserPair>,
+    /// Told when a checkpoint whose saves the pair may hold starts to
+    /// recompute (docs/semantics.md, rule T9).
+    on_recompute: Option<OnRecompute>,
+}
+
+type OnRecompute = Arc<dyn Fn(&RecomputeStart) + Send + Sync>;
+
+/// What [`TensorHooks::on_recompute`]'s callback is told: which checkpoint
+/// starts to recompute, and the context the pair's capture callback
+/// returned when that checkpoint's forward met the pair (its start, or
+/// where the pair was pushed inside it), if the pair has one.
+///
+/// ```
+/// use remat_runtime::{autograd::RecomputeStart, TensorHooks};
+/// let hooks = TensorHooks::new(|t: tch::Tensor| t, |t: &tch::Tensor| t.shallow_clone())
+///     .on_recompute(|start: &RecomputeStart| {
+///         let _name: Option<&str> = start.checkpoint.as_deref();
+///     });
+/// ```
+#[derive(Clone)]
+pub struct RecomputeStart {
+    /// The checkpoint's name (`None` for an unnamed one).
+    pub checkpoint: Option<String>,
+    /// The pair's captured context for that checkpoint.
+    pub context: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for RecomputeStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecomputeStart")
+            .field("checkpoint", &self.checkpoint)
+            .field("context", &self.context.as_ref().map(|_| ".."))
+            .finish()
+    }
+}
 
 impl TensorHooks {
     /// A pair of closures: `pack` turns a tensor into any value, `unpack`
@@ -271,12 +307,72 @@ impl TensorHooks {
         Pack: Fn(Tensor) -> P + Send + Sync + 'static,
         Unpack: Fn(&P) -> Tensor + Send + Sync + 'static,
     {
-        TensorHooks(Arc::new(ClosurePair {
-            pack,
-            unpack,
-            capture,
-            _payload: PhantomData,
-        }))
+        TensorHooks {
+            pair: Arc::new(ClosurePair {
+                pack,
+                unpack,
+                capture,
+                _payload: PhantomData,
+            }),
+            on_recompute: None,
+        }
+    }
+
+    /// The pair, told when a checkpoint whose saves it may hold starts to
+    /// recompute: once per backward, before any of that checkpoint's saves
+    /// is unpacked (its kept saves, which backward can reach before any
+    /// recomputation, included) and before its closure runs again; also
+    /// when the closure does not run again because nothing is left to
+    /// rebuild (docs/semantics.md, rule T9). What an offloader that brings
+    /// a checkpoint's saves back in bulk needs: `start.context` is what the
+    /// pair's capture callback returned where the checkpoint's forward met
+    /// the pair. A panic in `f` fails the backward, as an unpack's does.
+    ///
+    /// ```
+    /// use remat_runtime::{checkpoint, region, Policy, TensorHooks};
+    /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    /// use std::sync::Arc;
+    ///
+    /// let told = Arc::new(AtomicUsize::new(0));
+    /// let t = told.clone();
+    /// let hooks = TensorHooks::new(|t: tch::Tensor| t, |t: &tch::Tensor| t.shallow_clone())
+    ///     .on_recompute(move |_| {
+    ///         t.fetch_add(1, SeqCst);
+    ///     });
+    /// let x = tch::Tensor::ones([4], tch::kind::FLOAT_CPU).set_requires_grad(true);
+    /// let y = checkpoint("block").saved_tensors_hooks(hooks).call(&x, |x| {
+    ///     region("exp", Policy::Save).call(&x, |x| x.exp())
+    /// });
+    /// y.sum(tch::Kind::Float).backward();
+    /// assert_eq!(told.load(SeqCst), 1);
+    /// ```
+    pub fn on_recompute(mut self, f: impl Fn(&RecomputeStart) + Send + Sync + 'static) -> Self {
+        self.on_recompute = Some(Arc::new(f));
+        self
+    }
+
+    /// Whether the pair wants to be told when recomputation starts.
+    pub(crate) fn tells(&self) -> bool {
+        self.on_recompute.is_some()
+    }
+
+    /// The same pair (the same closures, not an equal one).
+    pub(crate) fn same(&self, other: &TensorHooks) -> bool {
+        Arc::ptr_eq(&self.pair, &other.pair)
+    }
+
+    /// Tells the pair that a checkpoint starts to recompute; a panic in the
+    /// callback is an error.
+    pub(crate) fn recompute_started(&self, start: &RecomputeStart) -> Result<(), String> {
+        let Some(f) = &self.on_recompute else {
+            return Ok(());
+        };
+        catch_unwind(AssertUnwindSafe(|| f(start))).map_err(|e| {
+            format!(
+                "the saved-tensor hooks' recomputation start panicked: {}",
+                panic_message(&*e)
+            )
+        })
     }
 
     /// Packs `tensor` with `kind` and `context` visible to the pack hook.
@@ -300,14 +396,14 @@ impl TensorHooks {
             parameter,
         };
         let _restore = Restore(INFO.with(|i| i.borrow_mut().replace(info)));
-        self.0.pack(tensor)
+        self.pair.pack(tensor)
     }
 
     pub(crate) fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
-        self.0.unpack(payload)
+        self.pair.unpack(payload)
     }
 
     pub(crate) fn capture(&self) -> Option<Arc<dyn Any + Send + Sync>> {
-        self.0.capture()
+        self.pair.capture()
     }
 }
