@@ -12,10 +12,22 @@ use std::process::Command;
 /// The training example on the small config, every policy, 2000 steps (what
 /// `demo` shows and `soak` checks), writing into `target/<out>`.
 pub(crate) fn train_small_all(out: &str, cargo_flags: &[&str], flags: &[&str]) -> Result<()> {
+    train_all("small", "2000", out, cargo_flags, flags)
+}
+
+/// The training example on `config` under all four policies for `steps`
+/// steps, with `flags`, its output in `target/OUT`.
+pub(crate) fn train_all(
+    config: &str,
+    steps: &str,
+    out: &str,
+    cargo_flags: &[&str],
+    flags: &[&str],
+) -> Result<()> {
     let out = repo_root().join("target").join(out);
     let out = out.to_str().ok_or("the repository path is not UTF-8")?;
     let args = [
-        "--config", "small", "--policy", "all", "--steps", "2000", "--out", out,
+        "--config", config, "--policy", "all", "--steps", steps, "--out", out,
     ];
     run(train_cargo()
         .args(["run", "--release"])
