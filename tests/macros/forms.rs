@@ -144,3 +144,20 @@ fn meta_is_metadata_only() {
     });
     y.sum(Kind::Float).backward();
 }
+
+#[checkpoint(name = "map", enabled = on, strict = true)]
+fn map_of_heads(x: &Tensor, policy: Policy, on: bool) -> Tensor {
+    let mut heads = std::collections::HashMap::new();
+    for (i, name) in ["q", "k"].into_iter().enumerate() {
+        remat! { let h = region [policy] [format!("head{i}")]: attend(x, None); }
+        heads.insert(name, h);
+    }
+    let heads = remat::needs(heads);
+    &heads["q"] * &heads["k"]
+}
+
+#[test]
+// docs/dsl.md, rule T2: a map of save outputs, marked whole.
+fn a_map_of_save_outputs_marked_whole() {
+    check("map", map_of_heads);
+}

@@ -2,7 +2,7 @@
 // (docs/dsl.md, "Every compile error, and its fix"): each error names the
 // save output and what to do, in remat's words where remat can shape them.
 use remat::{checkpoint, needs, remat, Saved, Tensor};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 fn attention(h: &Tensor) -> Tensor {
     h.tanh()
@@ -37,7 +37,12 @@ fn to_a_function(x: &Tensor) -> Tensor {
     residual(x, &a)
 }
 
-// `needs` of a map of save outputs: mark them one by one.
+// `needs` of a queue of save outputs: mark them one by one.
+fn marks_a_queue(queue: VecDeque<Saved<Tensor>>) -> Tensor {
+    needs(queue).pop_front().unwrap()
+}
+
+// A map of save outputs is marked whole (this one compiles).
 fn marks_a_map(map: HashMap<&'static str, Saved<Tensor>>) -> Tensor {
     needs(map).remove("a").unwrap()
 }

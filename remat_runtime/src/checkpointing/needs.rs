@@ -42,7 +42,7 @@ pub trait NeedsSeal {}
     message = "`needs` takes a save output (`Saved<..>`), and `{Self}` is not one",
     label = "not a save output, nor a collection `needs` marks",
     note = "`needs` marks what a `save`, `auto` or `region [..]` region hands to bare code; a checkpoint input, a `recompute` region's output or a value bare code computed is readable already and needs no mark: remove the `needs`",
-    note = "it takes `Saved<T>`, `&Saved<T>`, `&mut Saved<T>`, an `Option`, `Vec`, slice, array or tuple of them, or the saved form of a type that derives `remat::io::RegionOutput`; save outputs in another collection (a `HashMap`, a struct without the derive) are marked one by one where they are read: `needs(&map[&key])`"
+    note = "it takes `Saved<T>`, `&Saved<T>`, `&mut Saved<T>`, an `Option`, `Vec`, slice, array or tuple of them, a `HashMap` or `BTreeMap` whose values are save outputs, or the saved form of a type that derives `remat::io::RegionOutput`; save outputs in another collection (a `VecDeque`, an `Rc`, a struct without the derive) are marked one by one where they are read: `needs(&queue[0])`"
 )]
 pub trait Needs: NeedsSeal {
     /// The readable value.
@@ -206,6 +206,35 @@ impl<'a, T: RegionInput, const N: usize> Needs for &'a [Saved<T>; N] {
         let peeled = peel_slice(self);
         marked(peeled);
         peeled.try_into().expect("a peeled array keeps its length")
+    }
+}
+
+/// A map of save outputs, as model code keeps heads or layers by name:
+/// every value marked, the keys as they were.
+impl<K: Eq + std::hash::Hash, T: RegionInput, S: std::hash::BuildHasher> NeedsSeal
+    for std::collections::HashMap<K, Saved<T>, S>
+{
+}
+impl<K: Eq + std::hash::Hash, T: RegionInput, S: std::hash::BuildHasher + Default> Needs
+    for std::collections::HashMap<K, Saved<T>, S>
+{
+    type Marked = std::collections::HashMap<K, T, S>;
+    #[track_caller]
+    fn mark(self) -> Self::Marked {
+        let values: Vec<&T> = self.values().map(|s| &s.value.0).collect();
+        marked(&values);
+        self.into_iter().map(|(k, s)| (k, s.value.0)).collect()
+    }
+}
+
+impl<K: Ord, T: RegionInput> NeedsSeal for std::collections::BTreeMap<K, Saved<T>> {}
+impl<K: Ord, T: RegionInput> Needs for std::collections::BTreeMap<K, Saved<T>> {
+    type Marked = std::collections::BTreeMap<K, T>;
+    #[track_caller]
+    fn mark(self) -> Self::Marked {
+        let values: Vec<&T> = self.values().map(|s| &s.value.0).collect();
+        marked(&values);
+        self.into_iter().map(|(k, s)| (k, s.value.0)).collect()
     }
 }
 
