@@ -162,11 +162,152 @@ fn is_facade(src: &Path, file: &str) -> bool {
         })
 }
 
+/// The paths a `use` tree (or a plain path) names, from the text after its
+/// head (`crate::`, `super::`, `self::`): `a::{b, c::{d, e}}` names `a::b`,
+/// `a::c::d` and `a::c::e`; `self` inside a group names the group's path,
+/// and `as` renames are dropped.
+fn use_paths(text: &str) -> Vec<Vec<String>> {
+    fn tree(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, prefix: &[String]) -> Vec<Vec<String>> {
+        let mut path = prefix.to_vec();
+        let mut word = String::new();
+        let mut out = Vec::new();
+        let push_word = |path: &mut Vec<String>, word: &mut String| {
+            if !word.is_empty() && word != "self" {
+                path.push(std::mem::take(word));
+            }
+            word.clear();
+        };
+        while let Some(&c) = chars.peek() {
+            if c.is_alphanumeric() || c == '_' {
+                word.push(c);
+                chars.next();
+            } else if c == ':' {
+                chars.next();
+                push_word(&mut path, &mut word);
+            } else if c == '{' {
+                chars.next();
+                push_word(&mut path, &mut word);
+                loop {
+                    out.extend(tree(chars, &path));
+                    match chars.next() {
+                        Some(',') => continue,
+                        _ => break,
+                    }
+                }
+                return out;
+            } else if c.is_whitespace() {
+                chars.next();
+                // `x as y`: the rename names nothing new.
+                let rest: String = chars.clone().take(3).collect();
+                if word.is_empty() || rest.starts_with("as ") {
+                    if rest.starts_with("as ") {
+                        chars.nth(2);
+                        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                            chars.next();
+                        }
+                        while chars.peek().is_some_and(|c| c.is_alphanumeric() || *c == '_') {
+                            chars.next();
+                        }
+                    }
+                    continue;
+                }
+                break;
+            } else {
+                break;
+            }
+        }
+        push_word(&mut path, &mut word);
+        out.push(path);
+        out
+    }
+    tree(&mut text.chars().peekable(), &[])
+}
+
+/// What the facades (a crate root, a `mod.rs` that only declares modules)
+/// re-export: the facade's module path and the name it exports, and the
+/// full path it names.
+fn reexports(src: &Path, modules: &[(Vec<String>, String)]) -> Vec<(Vec<String>, Vec<String>)> {
+    let mut out = Vec::new();
+    for (me, file) in modules {
+        if !is_facade(src, file) {
+            continue;
+        }
+        let code = code_of(&src.join(file));
+        for statement in code.split(';') {
+            let statement = statement.trim();
+            let Some(at) = statement.find("use ") else {
+                continue;
+            };
+            if !statement[..at].trim_start().starts_with("pub") {
+                continue;
+            }
+            let body = statement[at + 4..].trim();
+            let (base, body) = match body.split_once("::") {
+                Some(("crate", rest)) => (Vec::new(), rest),
+                Some(("super", rest)) => (me[..me.len().saturating_sub(1)].to_vec(), rest),
+                Some(("self", rest)) => (me.clone(), rest),
+                _ => (me.clone(), body),
+            };
+            for path in use_paths(body) {
+                if let Some(name) = path.last() {
+                    let mut exported = me.clone();
+                    exported.push(name.clone());
+                    let mut target = base.clone();
+                    target.extend(path);
+                    out.push((exported, target));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The file a full path names, through re-exports: the longest module
+/// prefix that is a file of its own; a name a facade re-exports is
+/// followed to where it comes from.
+fn resolve<'a>(
+    full: &[String],
+    me: &[String],
+    modules: &'a [(Vec<String>, String)],
+    reexported: &[(Vec<String>, Vec<String>)],
+    is_facade: &dyn Fn(&str) -> bool,
+    depth: usize,
+) -> Option<&'a str> {
+    for k in (1..=full.len()).rev() {
+        if let Some((exported, target)) = reexported.iter().find(|(e, _)| e[..] == full[..k]) {
+            if depth < 8 && exported != target {
+                let mut next = target.clone();
+                next.extend_from_slice(&full[k..]);
+                return resolve(&next, me, modules, reexported, is_facade, depth + 1);
+            }
+        }
+        if let Some((m, f)) = modules.iter().find(|(m, _)| m[..] == full[..k]) {
+            if m == me || is_facade(f) {
+                return None;
+            }
+            return Some(f);
+        }
+    }
+    // A path through the crate root's re-exports (`crate::Saved`).
+    if let Some((_, target)) = reexported
+        .iter()
+        .find(|(e, _)| e.len() == 1 && full.first() == e.first())
+    {
+        if depth < 8 && target[..] != full[..1] {
+            let mut next = target.clone();
+            next.extend_from_slice(&full[1..]);
+            return resolve(&next, me, modules, reexported, is_facade, depth + 1);
+        }
+    }
+    None
+}
+
 /// Which files each file imports through `crate::`, `super::` and `self::`
-/// paths (comments and `#[cfg(test)]` modules aside). Facades (a `lib.rs`
-/// or `mod.rs` that only declares modules and re-exports) and unit-test
-/// folders are left out, as a reader would leave them out; a `mod.rs`
-/// that defines items is a file like any other.
+/// paths (comments and `#[cfg(test)]` modules aside), `use` groups
+/// expanded and re-exports followed to the file that defines the item.
+/// Facades (a `lib.rs` or `mod.rs` that only declares modules and
+/// re-exports) and unit-test folders are left out, as a reader would leave
+/// them out; a `mod.rs` that defines items is a file like any other.
 fn import_graph(src: &Path) -> Vec<(String, Vec<String>)> {
     let modules = module_files(src);
     // Read once: the loops below ask for every import of every file.
@@ -176,6 +317,7 @@ fn import_graph(src: &Path) -> Vec<(String, Vec<String>)> {
         .filter(|f| is_facade(src, f))
         .collect();
     let is_facade = |f: &str| facades.contains(&f);
+    let reexported = reexports(src, &modules);
     let mut graph = Vec::new();
     for (me, file) in &modules {
         if is_facade(file) || me.first().is_some_and(|m| m == "tests") {
@@ -185,26 +327,20 @@ fn import_graph(src: &Path) -> Vec<(String, Vec<String>)> {
         let mut targets = Vec::new();
         for head in ["crate::", "super::", "self::"] {
             for (at, _) in code.match_indices(head) {
-                if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
                     continue;
                 }
-                let rest: String = code[at + head.len()..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                    .collect();
-                let mut full: Vec<String> = match head {
+                let base: Vec<String> = match head {
                     "crate::" => Vec::new(),
                     "super::" => me[..me.len().saturating_sub(1)].to_vec(),
                     _ => me.clone(),
                 };
-                full.extend(rest.split("::").filter(|s| !s.is_empty()).map(String::from));
-                for k in (1..=full.len()).rev() {
-                    if let Some((m, f)) = modules.iter().find(|(m, _)| m[..] == full[..k]) {
-                        if m != me && !is_facade(f) && !targets.contains(f) {
-                            targets.push(f.clone());
-                        }
-                        if m != me {
-                            break;
+                for path in use_paths(&code[at + head.len()..]) {
+                    let mut full = base.clone();
+                    full.extend(path);
+                    if let Some(f) = resolve(&full, me, &modules, &reexported, &is_facade, 0) {
+                        if !targets.iter().any(|t: &String| t == f) {
+                            targets.push(f.to_string());
                         }
                     }
                 }

@@ -10,6 +10,6 @@ pub use crate::bridge::{
     backward_with, grad_enabled, graph_task_id, graph_task_keeps_graph, is_placeholder,
     placeholder, rng_state, set_grad_enabled, set_rng_state, GradModeGuard, PlaceholderSpec,
 };
+pub use crate::checkpointing::tensor_hooks::RecomputeStart;
 pub use crate::function::{apply, try_apply, BackwardContext, ForwardContext, Function};
 pub use crate::generator_lock::GeneratorLock;
-pub use crate::hooks::tensor_hooks::RecomputeStart;

@@ -105,8 +105,7 @@ clone_capture!(
     &'static str,
     tch::Device,
     tch::Kind,
-    crate::policy::Policy,
-    crate::checkpointing::determinism::Determinism
+    crate::policy::Policy
 );
 
 impl<T: Capture> Capture for Option<T> {

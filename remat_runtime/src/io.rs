@@ -180,7 +180,7 @@ pub trait OutputItem: OutputSeal + Sized + 'static {
 
 /// The seal of [`RegionOutput`] and [`OutputItem`]: their `Saved` form is
 /// what keeps bare code from reading a skipped region's output
-/// (docs/dsl.md, rule T1), so only remat and `#[derive(RegionOutput)]`,
+/// (docs/dsl.md, rule Y1), so only remat and `#[derive(RegionOutput)]`,
 /// which builds that form field by field, implement them. Not an API: the
 /// derive's expansion names it (`remat::__private`).
 #[doc(hidden)]

@@ -76,12 +76,12 @@ pub use checkpointing::name_scope::name_scope;
 pub use checkpointing::needs::{needs, Needs};
 pub use checkpointing::region::{recompute_needs_tensor, region, Region};
 pub use checkpointing::saved_tensors::{saved_tensors_hooks, SavedTensorsHooks};
+pub use checkpointing::tensor_hooks::{
+    current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
+};
 pub use error::{Error, Result};
 pub use hooks::buffers::BufferStateHook;
 pub use hooks::state_hooks::{RecomputeStateHook, RngStateHook};
-pub use hooks::tensor_hooks::{
-    current_saved_tensor_info, SavedTensorInfo, SavedTensorKind, TensorHooks,
-};
 pub use io::{CheckpointInputs, Opaque, OutputItem, RegionInput, RegionOutput};
 pub use policy::Policy;
 pub use saved::arg::{Arg, RegionArg, Token};

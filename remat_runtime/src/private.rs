@@ -1,8 +1,8 @@
 //! Items the macros expand to. Not a stable API: use the public ones.
 //! Calling them by hand can hand bare code a save output unmarked
-//! (`returned`), which voids the guarantee of docs/dsl.md, section T.
+//! (`returned`), which voids the guarantee of docs/dsl.md, section Y.
 
-use crate::checkpointing::checkpoint::{returned_inside, returned_plain as plain};
+use crate::checkpointing::checkpoint_forward::{returned_inside, returned_plain as plain};
 pub use crate::checkpointing::needs::NeedsSeal;
 pub use crate::io::OutputSeal;
 pub use crate::recorders::trace::enter_scope;
@@ -22,7 +22,7 @@ pub fn arg<A: crate::RegionArg>(value: A) -> Arg<A> {
 }
 
 /// A `#[checkpoint]` body's value, inside its checkpoint (docs/dsl.md, rule
-/// T4): only in return position.
+/// Y4): only in return position.
 ///
 /// ```
 /// let x = tch::Tensor::ones([2], tch::kind::FLOAT_CPU);

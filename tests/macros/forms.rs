@@ -1,5 +1,5 @@
 //! tch's own forms on save outputs, as model code ported from tch writes
-//! them (docs/dsl.md, rules T2, T3 and T5): `view([-1])`, `view((b, -1))`,
+//! them (docs/dsl.md, rules Y2, Y3 and Y5): `view([-1])`, `view((b, -1))`,
 //! `permute([1, 0])` and the other views with tch's arguments; a save
 //! output's metadata handed to a `&Tensor` parameter (`a.meta()`); `None`
 //! for an `Option<&Tensor>` parameter in a region call; `needs` statements
@@ -110,25 +110,25 @@ fn check(what: &str, f: fn(&Tensor, Policy, bool) -> Tensor) {
 }
 
 #[test]
-// docs/dsl.md, rule T5: tch's forms and the added views.
+// docs/dsl.md, rule Y5: tch's forms and the added views.
 fn tch_forms_of_views_on_save_outputs() {
     check("views", views);
 }
 
 #[test]
-// docs/dsl.md, rule T3: `None` where the callee takes `Option<&Tensor>`.
+// docs/dsl.md, rule Y3: `None` where the callee takes `Option<&Tensor>`.
 fn none_for_an_optional_tensor_argument() {
     check("None", no_mask);
 }
 
 #[test]
-// docs/dsl.md, rule T2: `needs` statements where Rust statements stand.
+// docs/dsl.md, rule Y2: `needs` statements where Rust statements stand.
 fn needs_statements_in_nested_blocks() {
     check("nested needs", nested_needs);
 }
 
 #[test]
-// docs/dsl.md, rule T5: `meta()` holds no data; reading it fails loudly.
+// docs/dsl.md, rule Y5: `meta()` holds no data; reading it fails loudly.
 fn meta_is_metadata_only() {
     let x = input();
     let y = checkpoint("c").call(&x, |x| {
@@ -157,7 +157,7 @@ fn map_of_heads(x: &Tensor, policy: Policy, on: bool) -> Tensor {
 }
 
 #[test]
-// docs/dsl.md, rule T2: a map of save outputs, marked whole.
+// docs/dsl.md, rule Y2: a map of save outputs, marked whole.
 fn a_map_of_save_outputs_marked_whole() {
     check("map", map_of_heads);
 }

@@ -1,5 +1,5 @@
 //! `#[checkpoint]` options against the runtime: `early_stop = EXPR`
-//! switches early stop per checkpoint (docs/dsl.md, F1; docs/semantics.md,
+//! switches early stop per checkpoint (docs/dsl.md, I1; docs/semantics.md,
 //! rules C17 and C18), and `backward_inside = EXPR` lets the body compute
 //! gradients itself (rule C16).
 

@@ -1,5 +1,5 @@
 //! A user's own types as region and checkpoint outputs
-//! (`#[derive(RegionOutput)]`, docs/dsl.md rule T10): a struct with named
+//! (`#[derive(RegionOutput)]`, docs/dsl.md rule Y10): a struct with named
 //! fields, a tuple struct, an enum, a type nesting others, each returned by
 //! regions under every policy and a plan, nested in tuples and `Vec`s,
 //! marked with `needs`, passed to regions and returned from checkpoints;
@@ -132,7 +132,7 @@ fn grads(f: impl Fn(&Tensor, bool) -> Tensor) -> (Tensor, Tensor) {
 }
 
 #[test]
-// docs/dsl.md, rule T10; docs/semantics.md, rules R7 and C10.
+// docs/dsl.md, rule Y10; docs/semantics.md, rules R7 and C10.
 fn derived_types_are_outputs_under_every_policy() {
     for policy in [
         Policy::Save,
@@ -193,7 +193,7 @@ fn returns(x: &Tensor, on: bool) -> (Attention, Pair) {
 }
 
 #[test]
-// docs/dsl.md, rule T4: a derived type's saved form leaves the checkpoint
+// docs/dsl.md, rule Y4: a derived type's saved form leaves the checkpoint
 // as the plain type.
 fn derived_types_are_checkpoint_outputs() {
     let (got, want) = grads(|x, on| {

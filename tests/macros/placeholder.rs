@@ -25,7 +25,7 @@ trait Leaky {
 impl Leaky for Block {
     /// `selective` whose forward reads `attn` through `on_forward`, so that
     /// nothing asks for it, and whose `needs` only replay reaches (docs/dsl.md,
-    /// rules T6 and T8). Without a mark at all, this does not compile: see
+    /// rules Y6 and Y8). Without a mark at all, this does not compile: see
     /// ui-tests/fail/bare_read.rs.
     #[checkpoint(name = [format!("layers.{}", self.index)])]
     fn leaky(&self, x: &Tensor) -> Tensor {
@@ -105,7 +105,7 @@ fn a_needs_only_replay_reaches_fails_at_the_mark_naming_it() {
 }
 
 #[test]
-// docs/dsl.md, rules T6 and T8; docs/semantics.md, rule P4 (E13).
+// docs/dsl.md, rules Y6 and Y8; docs/semantics.md, rule P4 (E13).
 fn without_the_path_check_the_mark_refuses_the_placeholder_like_the_runtime_api() {
     let macros = backward_error(|m, x| Block::of(&m.blocks[1]).leaky_unchecked(x));
     let api = backward_error(|m, x| leaky_api(&m.blocks[1], x));
@@ -130,7 +130,7 @@ fn without_the_path_check_the_mark_refuses_the_placeholder_like_the_runtime_api(
 
 /// With the mark, the same block replays fine.
 #[test]
-// docs/dsl.md, rule T2; docs/semantics.md, rule K4.
+// docs/dsl.md, rule Y2; docs/semantics.md, rule K4.
 fn the_marked_block_replays() {
     let model = Model::new(SMALL, 3);
     let x = Tensor::randn([SMALL.b, SMALL.t, SMALL.d], (Kind::Float, Device::Cpu))

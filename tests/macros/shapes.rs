@@ -32,7 +32,7 @@ struct Both(Saved<Tensor>, Saved<Tensor>);
 
 /// `..first`: the struct's other fields come from `first` without reading
 /// it; its `save` field only goes to a region, which opens it (docs/dsl.md,
-/// rules T1 and T3): no mark.
+/// rules Y1 and Y3): no mark.
 #[checkpoint(enabled = on, strict = true)]
 fn struct_update(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
@@ -48,7 +48,7 @@ fn struct_update(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
 
 /// A `loop`'s value is what its `break` carries, still a save output;
 /// returning it is not a read: the checkpoint hands it to the caller
-/// unwrapped (docs/dsl.md, rule T4).
+/// unwrapped (docs/dsl.md, rule Y4).
 #[checkpoint(enabled = on, strict = true)]
 fn loop_value(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
@@ -64,7 +64,7 @@ fn loop_value(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
 }
 
 /// A `Vec` output read in a `for`: `needs parts;` marks every element
-/// (docs/dsl.md, rule T2; docs/semantics.md, rule K4).
+/// (docs/dsl.md, rule Y2; docs/semantics.md, rule K4).
 #[checkpoint(enabled = on, strict = true)]
 fn vec_in_for(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
@@ -80,7 +80,7 @@ fn vec_in_for(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
 }
 
 /// A tuple struct literal holding `save` outputs, marked field by field
-/// where they are read, with the expression form (docs/dsl.md, rule T2).
+/// where they are read, with the expression form (docs/dsl.md, rule Y2).
 #[checkpoint(enabled = on, strict = true)]
 fn tuple_struct(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
@@ -93,7 +93,7 @@ fn tuple_struct(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
 }
 
 /// A `needs` inside a `remat!` nested in another: its rebinding holds for
-/// the rest of the function (docs/dsl.md, rule T2).
+/// the rest of the function (docs/dsl.md, rule Y2).
 #[checkpoint(enabled = on, strict = true)]
 fn nested_needs(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
     let h = x * w;
@@ -105,7 +105,7 @@ fn nested_needs(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
 }
 
 /// Pieces of a split view of a save output are save outputs (docs/dsl.md,
-/// rule T5); they share its storage, which the runtime keeps whole once
+/// rule Y5); they share its storage, which the runtime keeps whole once
 /// any piece is marked. Each piece read is marked where it is read.
 #[checkpoint(enabled = on, strict = true)]
 fn views_of_a_needed_view(x: &Tensor, w: &Tensor, on: bool) -> Tensor {
@@ -136,7 +136,7 @@ fn grad(body: Body, on: bool) -> Tensor {
 }
 
 #[test]
-// docs/dsl.md, rules T1-T5: the valid programs of the second adversarial round.
+// docs/dsl.md, rules Y1-Y5: the valid programs of the second adversarial round.
 fn save_outputs_in_every_shape_match_without_a_checkpoint() {
     for (what, body) in BODIES {
         let plain = grad(body, false);

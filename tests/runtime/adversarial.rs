@@ -3,7 +3,7 @@
 //! and others. Valid ones give the plain gradients bit for bit; invalid
 //! ones fail with the message the rules promise; what the path check
 //! cannot see (values that differ on one path only) is left to
-//! `Determinism::Bitwise` (docs/dsl.md, rule T8), which reports it.
+//! `Determinism::Bitwise` (docs/dsl.md, rule Y8), which reports it.
 
 use crate::common::{assert_bitwise, input};
 use remat::autograd::backward_with;
@@ -164,7 +164,7 @@ fn a_nested_ask_only_the_outer_recomputation_makes() {
 }
 
 #[test]
-// docs/dsl.md, rule T8: two marked saves swapped on recomputation only
+// docs/dsl.md, rule Y8: two marked saves swapped on recomputation only
 // take the forward's path (the same asks, in a different order), so only
 // their values differ: `Determinism::Bitwise` reports it.
 fn swapped_marked_saves_are_left_to_bitwise_determinism() {
@@ -190,7 +190,7 @@ thread_local! {
 }
 
 #[test]
-// docs/dsl.md, rule T8: a `thread_local!` the forward fills and the
+// docs/dsl.md, rule Y8: a `thread_local!` the forward fills and the
 // recomputation finds empty changes values, not the path.
 fn a_thread_local_found_empty_is_left_to_bitwise_determinism() {
     CACHE.with(|c| *c.borrow_mut() = Some(Tensor::from_slice(&[2.0f32])));

@@ -1,5 +1,5 @@
 // Bare code reads the output of a `save` region without `needs`: the
-// output is a `Saved<Tensor>`, which has no arithmetic (docs/dsl.md, T1).
+// output is a `Saved<Tensor>`, which has no arithmetic (docs/dsl.md, Y1).
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

@@ -1,6 +1,6 @@
 // A `let` under `#[cfg]` may be compiled out (adversarial round two). Each cfg'd `let`
 // has its own type: where the `save` one is compiled in (debug builds, as
-// here), `attn` is a `Saved<Tensor>` and has no `exp` (docs/dsl.md, T1).
+// here), `attn` is a `Saved<Tensor>` and has no `exp` (docs/dsl.md, Y1).
 use remat::{checkpoint, remat};
 use tch::Tensor;
 

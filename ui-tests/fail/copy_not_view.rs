@@ -1,6 +1,6 @@
 // `i` with a tensor index is `index_select`, a copy, not a view (issue
 // 19): `Saved<Tensor>` has views only (`narrow`, `select`, ...), no
-// indexing, so the copy needs the value marked first (docs/dsl.md, T5).
+// indexing, so the copy needs the value marked first (docs/dsl.md, Y5).
 use remat::{checkpoint, remat};
 use tch::{IndexOp, Tensor};
 

@@ -1,5 +1,5 @@
 // A save output of a type of the user's (`#[derive(RegionOutput)]`, docs/dsl.md
-// T10) is a `Saved<..>` until marked: each way to reach a field's data
+// Y10) is a `Saved<..>` until marked: each way to reach a field's data
 // without `needs` is a type error (field access, patterns, the field view,
 // `Deref`, `Clone`, and the impls the derive adds, whose conversions take
 // the runtime's token).

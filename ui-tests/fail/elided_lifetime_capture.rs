@@ -1,6 +1,6 @@
 // A parameter of a type that cannot be captured and carries an elided
 // lifetime: the first error is remat's (it cannot be captured), not
-// rustc's elision error on the expansion's signature (docs/dsl.md, rule O1).
+// rustc's elision error on the expansion's signature (docs/dsl.md, rule U1).
 use remat::checkpoint;
 use tch::Tensor;
 

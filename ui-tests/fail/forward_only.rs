@@ -3,7 +3,7 @@
 // `if is_recomputing()`), under `no_grad`, or through `is_placeholder`.
 // The types do not look at the condition: a save output has no tensor
 // methods there either. Fix: `.on_forward()`, a detached alias on the
-// forward and `None` during recomputation (docs/dsl.md, T6;
+// forward and `None` during recomputation (docs/dsl.md, Y6;
 // ui-tests/pass/is_recomputing.rs and on_forward.rs).
 use remat::{autograd::is_placeholder, checkpoint, is_recomputing, remat};
 use tch::{Kind, Tensor};

@@ -1,7 +1,7 @@
 // Adversarial round three (ui-tests/README.md): a save output passed to a region inside
 // `remat::Opaque(..)`. The region's body receives an `Opaque` as it is
 // (only direct arguments, references, `Option`s, slices and `Vec`s of save
-// outputs are opened: docs/dsl.md, T3), so the save output in it is still a
+// outputs are opened: docs/dsl.md, Y3), so the save output in it is still a
 // `Saved<Tensor>`, whether alone or in a struct. Fix: pass it as an
 // argument of its own (ui-tests/pass/fixes.rs, `opaque`).
 use remat::{checkpoint, remat, Opaque};

@@ -1,7 +1,7 @@
 // Adversarial round three (ui-tests/README.md): save outputs inside a container that is no region
 // argument (a map, an `Rc`): a region opens save outputs given directly,
 // by reference, or in an `Option`, slice, array or `Vec` only (docs/dsl.md,
-// T3), and refuses the rest with the `RegionArg` message. Fix: pass the
+// Y3), and refuses the rest with the `RegionArg` message. Fix: pass the
 // element (ui-tests/pass/fixes_more.rs, `region_args`).
 use remat::{checkpoint, remat, Saved};
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 // Adversarial round three (ui-tests/README.md): save outputs that leave a function or a closure
 // other than through the checkpoint's return. Only a checkpoint's return
 // positions unwrap them (names, tuples of names, `remat!(..)`, through
-// blocks, `if` and `match`: docs/dsl.md, T4): a helper's, a closure's
+// blocks, `if` and `match`: docs/dsl.md, Y4): a helper's, a closure's
 // `return`, a labelled block's `break` and a view in the tail keep the
 // `Saved<Tensor>`. Fix: bind the value to a name returned by the
 // checkpoint, or `needs` it (ui-tests/pass/fixes_more.rs, `returned`).

@@ -1,5 +1,5 @@
 // A false positive of the old analysis (save outputs in a `Vec` passed to a region:
-// the region receives them opened, docs/dsl.md T3), `#[cfg]` on a `remat!`
+// the region receives them opened, docs/dsl.md Y3), `#[cfg]` on a `remat!`
 // statement, a tuple output marked whole, and a save output marked in a
 // loop before it is carried to the next iteration; the gradients equal the
 // plain version's.

@@ -1,6 +1,6 @@
 // Code that runs on the forward only reads a save output through
 // `on_forward()`: a detached alias on the forward, `None` during
-// recomputation (docs/dsl.md, T6), so it needs no mark. `is_recomputing()`
+// recomputation (docs/dsl.md, Y6), so it needs no mark. `is_recomputing()`
 // still tells the two phases apart.
 use remat::{checkpoint, is_recomputing, remat};
 use std::sync::atomic::{AtomicUsize, Ordering};

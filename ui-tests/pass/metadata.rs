@@ -1,6 +1,6 @@
 // Metadata reads of a `save` output need no mark: they are methods of
 // `Saved<Tensor>`, and a placeholder has the real shape, strides, dtype and
-// device (docs/dsl.md, T5). The region's output is not saved by anything (a
+// device (docs/dsl.md, Y5). The region's output is not saved by anything (a
 // scaling saves nothing), and strict recomputation serves a placeholder for
 // every output not asked for, so replay reads these from a placeholder.
 use remat::{checkpoint, remat};

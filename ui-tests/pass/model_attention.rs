@@ -1,8 +1,8 @@
 // Causal self-attention with a fused QKV projection, as model code writes
 // it: the projection is a `save` region, and its output is split
 // into q, k and v (`chunk`) and into heads (`view`, `transpose`), views that
-// are `Saved<Tensor>`s too (docs/dsl.md, T5). `forward` passes the heads to
-// regions, which open them (T3): no mark. `forward_bare` reads them in bare
+// are `Saved<Tensor>`s too (docs/dsl.md, Y5). `forward` passes the heads to
+// regions, which open them (Y3): no mark. `forward_bare` reads them in bare
 // code, after `needs q, k, v;`. Both give, under strict recomputation,
 // bitwise the gradients without the checkpoint (`enabled = false`).
 use remat::{checkpoint, remat, Capture, Saved};

@@ -1,7 +1,7 @@
 // Nested checkpoints that return their save outputs, as model code writes
 // them: a block's `#[checkpoint]` forward calls a
 // `#[checkpoint]` attention that returns two save outputs (the caller
-// receives tensors, docs/dsl.md T4, and the runtime asks the outer
+// receives tensors, docs/dsl.md Y4, and the runtime asks the outer
 // checkpoint to keep them, docs/semantics.md K8), and a runtime-API
 // checkpoint whose closure returns a typed region's save output
 // (`call_saved`); a save output of the block, marked, is an input of a

@@ -1,6 +1,6 @@
 // A helper that reads a save output on the forward only (logging), in a
 // `scope`: it gets `on_forward()`'s detached alias, and nothing during
-// recomputation, so the save output needs no mark (docs/dsl.md, T6; the
+// recomputation, so the save output needs no mark (docs/dsl.md, Y6; the
 // old `#[remat(unchecked)]` on such a statement is gone).
 use remat::{checkpoint, remat};
 use std::sync::atomic::{AtomicUsize, Ordering};

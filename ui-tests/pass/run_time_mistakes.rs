@@ -1,6 +1,6 @@
 // Adversarial round three (ui-tests/README.md): programs rustc accepts whose mistake only the
 // runtime sees, each failing loudly, naming what went wrong:
-// - a `needs` reached only during recomputation (docs/dsl.md, T8): the
+// - a `needs` reached only during recomputation (docs/dsl.md, Y8): the
 //   forward asked for nothing there, so the path check stops it at the
 //   mark (docs/semantics.md R11, error E36), naming the mark and where;
 // - a marked save output changed in place after it was kept: served, it

@@ -1,5 +1,5 @@
 //! `cargo xtask guarantee`: random programs against the compile-time
-//! guarantee of docs/dsl.md, section T, which rustc enforces with types.
+//! guarantee of docs/dsl.md, section Y, which rustc enforces with types.
 //!
 //! Each program is a `#[checkpoint]` function in ordinary model shapes
 //! (regions of every policy over plain and save outputs, tuple and `Vec`
@@ -166,7 +166,7 @@ impl Gen<'_> {
     fn stmt(&mut self) {
         match self.rng.below(9) {
             // A region over one or two values, plain or saved: a save output
-            // passed to a region is opened for its body (rule T3).
+            // passed to a region is opened for its body (docs/dsl.md, rule Y3).
             0..=2 => {
                 let (a, _) = self.pick();
                 let (b, _) = self.pick();
@@ -226,7 +226,7 @@ impl Gen<'_> {
                 self.line(format!("let {v} = {a}.relu() * 0.5 + {b};"));
                 self.vars.push((v, State::Plain));
             }
-            // A view of a save output is a save output (rule T5).
+            // A view of a save output is a save output (docs/dsl.md, rule Y5).
             6 => {
                 let saved: Vec<_> = self
                     .vars
@@ -288,7 +288,7 @@ impl Gen<'_> {
         }
     }
 
-    /// The value: a save output returned as it is (rule T4), or bare code
+    /// The value: a save output returned as it is (docs/dsl.md, rule Y4), or bare code
     /// reading the last values.
     fn tail(&mut self) {
         let (last, state) = self.vars.last().cloned().expect("one value at least");

@@ -31,7 +31,7 @@ fn liblsan() -> Result<PathBuf> {
 }
 
 /// Builds the test binaries and returns their paths, by name.
-fn test_executables(names: &[&str]) -> Result<Vec<(String, PathBuf)>> {
+pub(crate) fn test_executables(names: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let mut cmd = cargo();
     // `--workspace`: the binaries the first step built and ran (the
     // members' features unified alike), not a rebuild.

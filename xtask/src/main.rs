@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | env | test | package | demo | bench | soak | leaks | guarantee | gpu-kit`.
+//! Project tasks: `cargo xtask setup | env | test | package | demo | bench | soak | leaks | walkthrough | guarantee | gpu-kit`.
 //!
 //! `setup` installs libtorch (the PyPI wheel `torch==2.13.0`) into a per-user
 //! cache shared by every clone and links it as `.libtorch` in the repository,
@@ -13,7 +13,9 @@
 //! docs/performance.md it writes the training example's runs into
 //! docs/training-example.md (`training_doc.rs`), or only that with
 //! `--training-example`. `soak` (`soak.rs`) runs the long reliability
-//! checks, `leaks` the leak check alone (`leaks.rs`). `package` checks that the crates as `cargo publish` would
+//! checks, `leaks` the leak check alone (`leaks.rs`), `walkthrough` the
+//! check of docs/architecture.md's walk-through against the files its
+//! scenario runs (`walkthrough.rs`). `package` checks that the crates as `cargo publish` would
 //! upload them build and run for a user (`package.rs`); `test` runs it last.
 //! `test --libtorch 2.11` runs the same tests against libtorch 2.11 (tch
 //! 0.24) in a copy of the repository whose lock file alone differs
@@ -40,6 +42,7 @@ mod test;
 mod timing;
 mod train_gpt;
 mod training_doc;
+mod walkthrough;
 
 /// The libtorch version that tch 0.26 is written against.
 const TORCH_VERSION: &str = "2.13.0";
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         "package" => setup::setup().and_then(|_| package::package(true)),
         "demo" => setup::setup().and_then(|_| demo::demo()),
         "leaks" => setup::setup().and_then(|_| leaks::leaks()),
+        "walkthrough" => setup::setup().and_then(|_| walkthrough::walkthrough()),
         "soak" => setup::setup().and_then(|_| soak::soak()),
         "bench" => setup::setup().and_then(|torch| bench::bench(&torch, &args[1..])),
         "gpu-kit" => gpu_kit::gpu_kit(&args[1..]),
@@ -119,6 +123,8 @@ fn main() -> ExitCode {
                  bench --training-example  setup, then only the training example's runs and \
                  docs/training-example.md\n  \
                  leaks  setup, then the leak check alone (part of `test`)\n  \
+                 walkthrough  setup, then check docs/architecture.md's walk-through against \
+                 the files its scenario runs, under callgrind (part of `test`)\n  \
                  soak   setup, then the long reliability runs (docs/reliability.md)\n  \
                  guarantee  random programs against the compile-time guarantee: every one \
                  runs clean under strict recomputation, every one with a mark taken away \

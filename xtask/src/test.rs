@@ -6,6 +6,7 @@ use crate::leaks::leaks;
 use crate::paths::repo_root;
 use crate::run::{cargo, run};
 use crate::train_gpt::train_test_cargo;
+use crate::walkthrough::walkthrough;
 use crate::{timing, Result};
 
 /// One step of `cargo xtask test`.
@@ -19,6 +20,9 @@ enum Step {
     /// The leak check (`leaks.rs`). It reports each binary it reruns
     /// itself, so the closing line counts only the cargo steps.
     LeakCheck,
+    /// The walk-through's files against the files its scenario runs
+    /// (`walkthrough.rs`), likewise on a binary the first step built.
+    Walkthrough,
 }
 
 const TEST_STEPS: &[Step] = &[
@@ -77,6 +81,7 @@ const TEST_STEPS: &[Step] = &[
     },
     // Before the lints: the leak check reruns test binaries.
     Step::LeakCheck,
+    Step::Walkthrough,
     Step::Cargo {
         what: "formatting",
         args: &["fmt", "--all", "--", "--check"],
@@ -119,6 +124,7 @@ pub(crate) fn test() -> Result<()> {
     for step in TEST_STEPS {
         match step {
             Step::LeakCheck => timing::part("the leak check", leaks)?,
+            Step::Walkthrough => timing::part("the walk-through's files", walkthrough)?,
             Step::Cargo { what, args, env } => {
                 let shown: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
                 eprintln!(

@@ -10,7 +10,6 @@ use crate::error::Result;
 use std::ffi::CStr;
 use std::os::raw::c_char;
 use std::sync::OnceLock;
-use tch::Tensor;
 
 /// What the allocator tells about a failed allocation.
 #[derive(Clone, Copy, Debug)]
@@ -92,10 +91,4 @@ pub(crate) fn cuda_blocks() -> Result<Vec<CudaBlock>> {
         .collect();
     blocks.sort_by_key(|b| b.address);
     Ok(blocks)
-}
-
-/// The address of `t`'s storage data (0 without one).
-pub(crate) fn storage_data(t: &Tensor) -> usize {
-    // SAFETY: `t` is a live tensor.
-    unsafe { ffi::remat_storage_data(t.as_ptr()) }
 }

@@ -34,8 +34,7 @@ pub use autograd::{
 };
 pub(crate) use autograd::{is_parameter, no_grad};
 pub(crate) use cuda::{
-    attach_oom_observer, cuda_blocks, cuda_built, record_allocation_contexts, storage_data,
-    OomEvent,
+    attach_oom_observer, cuda_blocks, cuda_built, record_allocation_contexts, OomEvent,
 };
 pub(crate) use device::{
     cuda_current_stream, cuda_memory_stats, cuda_reset_peak, cuda_use_stream,
@@ -56,7 +55,9 @@ pub(crate) use rng::GeneratorsSnapshot;
 pub use rng::{rng_state, set_rng_state};
 pub use saved_repr::Saved;
 pub(crate) use saved_repr::{peel_ref_slice, peel_slice, wrap_slice};
-pub(crate) use storage::{alias_with_layout, detached_alias, storage_offset, VersionCounter};
+pub(crate) use storage::{
+    alias_with_layout, detached_alias, storage_data, storage_offset, VersionCounter,
+};
 pub use storage::{
     storage_key, storage_nbytes, tensor_version, StorageKey, WeakStorage, WeakTensor,
 };

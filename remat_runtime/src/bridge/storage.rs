@@ -283,3 +283,10 @@ impl Drop for VersionCounter {
         unsafe { ffi::remat_version_counter_free(self.0) }
     }
 }
+
+/// The address of `t`'s storage data (0 without one): where a kept save's
+/// allocation is, for the reports and the CUDA allocator's history.
+pub(crate) fn storage_data(t: &Tensor) -> usize {
+    // SAFETY: `t` is a live tensor.
+    unsafe { ffi::remat_storage_data(t.as_ptr()) }
+}

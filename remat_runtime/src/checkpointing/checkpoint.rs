@@ -1,49 +1,30 @@
-//! `checkpoint()`: the public builder and the forward of a checkpoint.
+//! `checkpoint()`: the public builder of a checkpoint call, and the
+//! defaults that resolve its options (the process-wide switches, the
+//! environment, the active plan) before `checkpoint_forward` runs it.
 //!
-//! The forward saves the inputs through a node (so replay reads them back
-//! from autograd), runs the closure with every save packed into an empty
-//! holder (`holder`), and returns the outputs as the closure computed them:
-//! the first unpack of a holder (or of a rebuilt save) starts the replay
-//! (`holder`). What the closure returns reaches the caller as plain values,
-//! asked of the checkpoints around this one, not of itself (rules K5, K8).
+//! Invariant: every option left unsaid is resolved here, once per call, so
+//! the forward and every replay see one value.
 //!
-//! Invariant: whatever the forward pushes (hooks, frame) is popped by guards,
-//! also when the closure panics; with grad mode off the closure simply runs.
-//!
-//! docs/semantics.md rules kept here: C1 (inputs saved on a node), C4 (plain
-//! runs), C9 (no boundary), C10 (outputs), C11 (errors on the forward), H2
-//! (the entry snapshot), T4 (which saved-tensor pair), P5 (strict by
-//! default from the environment), C18 (whether replay may stop early), K5
-//! (a checkpoint's own return value is not asked of it).
+//! docs/semantics.md rules kept here: C4 (disabled or switched off: a plain
+//! run), C14 and C20 (whether the generators are kept), C18 (whether replay
+//! may stop early), P5 (strict by default from the environment), R3 (the
+//! plan's decision, taken once), T4 (which saved-tensor pair).
 
-use crate::bridge::{
-    grad_enabled, is_parameter, sequence_number, storage_nbytes, AutocastState, WeakStorage,
-};
+use crate::bridge::grad_enabled;
 use crate::checkpointing::auto;
-use crate::checkpointing::capacity;
-use crate::checkpointing::checkpoint_state::{
-    self, Body, CheckpointState, KeptInput, StateOptions,
-};
+use crate::checkpointing::checkpoint_forward::{self, Call};
 use crate::checkpointing::closure::RecomputableClosure;
 use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::early_stop;
-use crate::checkpointing::frame::{self, Phase};
-use crate::checkpointing::holder::ForwardHooks;
-use crate::checkpointing::path::{Asker, At, Run, Step};
-use crate::checkpointing::random_state::{self, RandomState};
-use crate::checkpointing::region::asked;
-use crate::checkpointing::saved_tensors::SavedTensorsHooks;
+use crate::checkpointing::path::{At, Run};
+use crate::checkpointing::random_state;
+use crate::checkpointing::tensor_hooks::TensorHooks;
 use crate::error::{catch_quietly, panic_message, Error, Result};
-use crate::hooks::state_hooks::{snapshot_all, RecomputeStateHook};
-use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
-use crate::io::{CheckpointInputs, RegionOutput};
-use crate::recorders::timing;
-use crate::saved::arg::token;
+use crate::hooks::state_hooks::RecomputeStateHook;
+use crate::io::CheckpointInputs;
 use crate::saved::returned::CheckpointOutput;
-use crate::sync::lock;
 use std::panic::Location;
 use std::sync::Arc;
-use tch::Tensor;
 
 /// Options of one checkpoint; run it with [`Checkpoint::call`].
 ///
@@ -86,16 +67,6 @@ enum Enabled {
     Off,
     /// As the active plan decides (on without one).
     Auto,
-}
-
-/// Ends the forward of a checkpoint when dropped: after its closure
-/// returned or unwound.
-struct ForwardEnds<'a>(&'a CheckpointState);
-
-impl Drop for ForwardEnds<'_> {
-    fn drop(&mut self) {
-        self.0.end_forward();
-    }
 }
 
 /// Whether strict recomputation is on for checkpoints that do not say: the
@@ -534,13 +505,11 @@ impl Checkpoint {
         F: Fn(I::Owned) -> O,
         F: RecomputableClosure<I::Owned, O>,
     {
-        let mut flat = Vec::new();
-        inputs.flatten(&mut flat);
-        let mut lens = Vec::new();
-        inputs.lens(&mut lens);
-        let owned =
-            move |flat: Vec<Option<Tensor>>| I::rebuild(&mut lens.iter(), &mut flat.into_iter());
+        checkpoint_forward::run(self.resolve()?, inputs, body, at)
+    }
 
+    /// The call these options make, every default applied.
+    fn resolve(self) -> Result<Call> {
         // docs/semantics.md, rule R3: the plan's decision is taken once, here, and
         // kept in the state for every recomputation.
         let decision = auto::resolve(self.name.as_deref());
@@ -563,201 +532,30 @@ impl Checkpoint {
             (true, _) if !grad_enabled() => Run::NoGrad,
             (true, _) => Run::Checkpointed,
         };
-        // docs/semantics.md, rule R11: a checkpoint called in another's
-        // closure is a step of that closure's path.
-        nested_step(self.name.clone(), how, at)?;
-        // docs/semantics.md, rule C4: disabled, switched off by the plan, or grad
-        // mode off: one plain run, no state.
-        if how != Run::Checkpointed {
-            timing::note_inputs(&flat);
-            // docs/dsl.md, rule T4: the body runs in its caller, whose
-            // checkpoints are asked for a save output it returns (also where
-            // the body unwraps its own return value, as `#[checkpoint]` does).
-            let _plain = frame::enter_plain_body();
-            let out = timing::plain_call(self.name.as_deref(), || body(owned(flat)));
-            return Ok(returned_plain(out, at));
-        }
-        // docs/semantics.md, rule R3 (E25): a plan made for other input
-        // shapes does not hold for this call (a plain run keeps nothing, so
-        // it is not asked).
-        decision
-            .check_inputs(&flat)
-            .map_err(|message| Error::Checkpoint {
-                checkpoint: self.name.clone().unwrap_or_else(|| "<unnamed>".into()),
-                message,
-            })?;
-        let profile =
-            timing::start_call(self.name.as_deref(), self.enabled == Enabled::Auto, &flat);
-
-        let present: Vec<bool> = flat.iter().map(Option::is_some).collect();
-        let saved: Vec<&Tensor> = flat.iter().flatten().collect();
-        // An explicit pair wins over one pushed around the checkpoint.
-        // docs/semantics.md, rule T4.
-        let user_hooks = self.saved_tensors_hooks.or_else(TensorHooks::ambient);
-        let saver = {
-            let _saving = checkpoint_state::saving_inputs();
-            let _inputs = user_hooks
-                .as_ref()
-                .map(|h| h.push_as(SavedTensorKind::CheckpointInput));
-            // docs/semantics.md, rules C1 and T3: the inputs are saved on a node, through
-            // the user's pair (kind CheckpointInput) when there is one.
-            checkpoint_state::save_inputs(&saved)?
-        };
-        // docs/semantics.md, rule C9: the outputs are the tensors the closure
-        // computed, in each other's graph as it built them.
-        let erased: Body = Box::new(move |flat| {
-            // docs/semantics.md, rules K5 and K8: the checkpoint's own save
-            // outputs leave unasked; the checkpoints around it are asked.
-            let mut layout = Vec::new();
-            let parts = returned_inside(body(owned(flat)), at).into_parts(&mut layout);
-            (parts, layout)
-        });
-        let kept_inputs = saved
-            .iter()
-            .filter_map(|t| {
-                Some(KeptInput {
-                    storage: WeakStorage::new(t)?,
-                    nbytes: storage_nbytes(t),
-                    param: is_parameter(t),
-                    offloaded: user_hooks.is_some(),
-                })
-            })
-            .collect();
+        // docs/semantics.md, rule P5: an explicit choice wins over the
+        // environment.
         let strict = self.strict.unwrap_or_else(strict_by_default);
-        // docs/semantics.md, rule C14: the generators at entry, unless the
-        // checkpoint or the process opted out.
-        let random = if self
-            .preserve_rng_state
-            .unwrap_or_else(random_state::default_on)
-        {
-            RandomState::at_entry().map_err(|e| Error::Checkpoint {
-                checkpoint: self.name.clone().unwrap_or_else(|| "<unnamed>".into()),
-                message: format!(
-                    "cannot read the random generators: {e} (`preserve_rng_state(false)` \
-                         does without them)"
-                ),
-            })?
-        } else {
-            RandomState::off()
-        };
-        let state = CheckpointState::new(StateOptions {
+        Ok(Call {
             name: self.name.map(Arc::from),
+            how,
+            auto: self.enabled == Enabled::Auto,
+            decision,
             determinism: self.determinism,
             state_hooks: self.state_hooks,
+            // An explicit pair wins over one pushed around the checkpoint.
+            // docs/semantics.md, rule T4.
+            user_hooks: self.saved_tensors_hooks.or_else(TensorHooks::ambient),
             strict,
-            // docs/semantics.md, rule C18: the checkpoint's own choice, else the
-            // process's; strict recomputation runs the whole closure, and a
-            // build that cannot unwind never stops.
-            backward_inside: self.backward_inside,
+            // docs/semantics.md, rule C18: the checkpoint's own choice, else
+            // the process's; strict recomputation runs the whole closure, and
+            // a build that cannot unwind never stops.
             early_stop: early_stop::AVAILABLE
                 && !strict
                 && self.early_stop.unwrap_or_else(early_stop::default_on),
-            body: erased,
-            input_saver: saver,
-            present,
-            inputs: kept_inputs,
-            auto: decision,
-            profile,
-            // Rule A2: recomputation runs under the forward's autocast.
-            autocast: AutocastState::current()?,
-            random,
-        });
-        // docs/semantics.md, rule T9: the pair in effect is told when the
-        // checkpoint recomputes.
-        if let Some(hooks) = &user_hooks {
-            state.told.register(hooks);
-        }
-        let (parts, layout) = {
-            let _hooks = SavedTensorsHooks::push(Some(Arc::new(ForwardHooks(state.clone()))));
-            let _frame = frame::push(state.clone(), Phase::Forward, user_hooks);
-            // docs/semantics.md, rule C16: from the closure's return (or
-            // unwind) on, backward reaches this checkpoint by recomputing it.
-            let _ended = ForwardEnds(&state);
-            // docs/semantics.md, rule H2: the entry snapshot.
-            lock(&state.inner).entry_snapshots =
-                snapshot_all(&state.state_hooks).map_err(|m| state.error(m))?;
-            // docs/semantics.md, rule C11.
-            // A panic unwinds through the guards: nothing stays installed.
-            let mut body = lock(&state.body);
-            match &state.profile {
-                None => (body)(flat),
-                Some(call) => {
-                    let start = timing::DeviceTimer::start();
-                    {
-                        let mut call = lock(call);
-                        call.started = Some(std::time::Instant::now());
-                        call.early_stop = state.early_stop;
-                    }
-                    let parts = (body)(flat);
-                    let mut call = lock(call);
-                    call.elapsed = start.elapsed();
-                    call.checkpointed = true;
-                    call.nodes.1 = sequence_number();
-                    parts
-                }
-            }
-        };
-        // The next call of this checkpoint starts its tables at these sizes.
-        capacity::reached(
-            state.name.as_deref(),
-            capacity::Sizes {
-                records: lock(&state.inner).records.len(),
-                persisted: lock(&state.persist).len(),
-                steps: lock(&state.path).len(),
-            },
-        );
-        // docs/semantics.md, rule C10: the caller's value, rebuilt as built
-        // (absent items included).
-        O::Output::from_parts(parts, &layout)
+            backward_inside: self.backward_inside,
+            preserve_rng_state: self
+                .preserve_rng_state
+                .unwrap_or_else(random_state::default_on),
+        })
     }
-}
-
-/// Notes a checkpoint called inside another checkpoint's closure (not in a
-/// running `Save` body, which recomputation skips) on the outer one's path,
-/// or, during its recomputation, checks it against the forward's.
-fn nested_step(name: Option<String>, how: Run, at: At) -> Result<()> {
-    let Some((outer, phase)) = frame::with_top(|f| {
-        f.filter(|f| f.save_depth == 0)
-            .map(|f| (f.state.clone(), f.phase))
-    }) else {
-        return Ok(());
-    };
-    let step = Step::Checkpoint { name, run: how, at };
-    match phase {
-        Phase::Forward => {
-            lock(&outer.path).record(step);
-            Ok(())
-        }
-        Phase::Recompute => lock(&outer.path)
-            .follow(outer.name.as_deref(), step)
-            .map_err(|m| outer.error(m)),
-    }
-}
-
-/// The output of a checkpoint's closure as its caller receives it, inside
-/// the checkpoint: no ask of the checkpoint itself (rule K5), only of the
-/// checkpoints around it whose forward is running (rule K8). A body that
-/// runs as plain code (its checkpoint switched off by the plan, or grad
-/// mode off) has no frame of its own: the innermost frame is its caller's,
-/// which is asked too.
-pub(crate) fn returned_inside<O: CheckpointOutput>(out: O, at: At) -> O::Output {
-    if O::HOLDS_SAVED {
-        ask_output(&out, !frame::in_plain_body(), at);
-    }
-    out.into_output(token())
-}
-
-/// The same, where the body ran as plain code in its caller (a checkpoint
-/// switched off): the value is bare code of every running checkpoint.
-pub(crate) fn returned_plain<O: CheckpointOutput>(out: O, at: At) -> O::Output {
-    if O::HOLDS_SAVED {
-        ask_output(&out, false, at);
-    }
-    out.into_output(token())
-}
-
-fn ask_output<O: CheckpointOutput>(out: &O, skip_innermost: bool, at: At) {
-    let mut tensors = Vec::new();
-    out.visit(&mut |t| tensors.push(t.shallow_clone()), token());
-    asked(&tensors, skip_innermost, &Asker::Returned, at);
 }

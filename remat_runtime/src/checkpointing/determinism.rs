@@ -8,6 +8,7 @@
 //! docs/semantics.md, rule C13 (messages E9, E10).
 
 use crate::bridge::{kind_of_code, Dims, TensorMeta};
+use crate::capture::Capture;
 use tch::{Device, Tensor};
 
 /// How recomputation is checked against the forward.
@@ -41,6 +42,13 @@ pub enum Determinism {
     /// Debugging mode: also keeps the original values (memory!) and requires
     /// replay to reproduce them bit for bit.
     Bitwise,
+}
+
+/// A mode is a plain value: a `#[checkpoint]` closure may own one.
+impl Capture for Determinism {
+    fn capture(&self) -> Self {
+        *self
+    }
 }
 
 /// Shape, dtype and device of a saved tensor, taken in one crossing with

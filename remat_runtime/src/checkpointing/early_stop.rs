@@ -97,7 +97,7 @@ pub(crate) struct StopState {
     /// Of those, how many this replay has served.
     rebuilt: usize,
     /// The replay stopped: what it still runs is the tail.
-    pub stopped: bool,
+    stopped: bool,
 }
 
 impl StopState {
@@ -115,9 +115,19 @@ impl StopState {
         }
     }
 
-    /// Whether nothing is left to rebuild once `refilled` holders are filled.
-    pub(crate) fn done(&self, refilled: usize) -> bool {
-        self.on && refilled >= self.holders && self.rebuilt >= self.rebuilds
+    /// The stop rule, the one place it is written (docs/semantics.md, rule
+    /// C17): whether the replay is stopped once `refilled` holders are
+    /// filled, that is, whether it already was or has now rebuilt
+    /// everything the backward can still unpack. From the first `true` on,
+    /// every later call says `true` (the module's invariant).
+    pub(crate) fn reached(&mut self, refilled: usize) -> bool {
+        self.stopped |= self.on && refilled >= self.holders && self.rebuilt >= self.rebuilds;
+        self.stopped
+    }
+
+    /// Whether the replay stopped: what it still runs is the tail.
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped
     }
 
     /// Counts a skipped `Save` region that rebuilt its saves.

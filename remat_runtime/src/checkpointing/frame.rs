@@ -16,8 +16,8 @@
 use crate::bridge::{hooks_depth, HookPair};
 use crate::checkpointing::capacity;
 use crate::checkpointing::checkpoint_state::CheckpointState;
+use crate::checkpointing::tensor_hooks::TensorHooks;
 use crate::fast_hash::FastSet;
-use crate::hooks::tensor_hooks::TensorHooks;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -346,7 +346,7 @@ pub(crate) fn set_user_hooks(hooks: Option<TensorHooks>) -> Option<UserHooksRest
         // docs/semantics.md, rule T9: a pair pushed inside the forward is
         // told when the checkpoint recomputes, as the one around it is.
         if let (Some(h), Phase::Forward) = (&hooks, frame.phase) {
-            frame.state.told.register(h);
+            frame.state.told().register(h);
         }
         let previous = std::mem::replace(&mut frame.user_hooks, hooks);
         Some(UserHooksRestore { depth, previous })

@@ -1,6 +1,6 @@
 //! How bare code reads a save output: `needs`, which asks the runtime to
-//! keep it (docs/dsl.md, rule T2; docs/semantics.md, rule K4), or
-//! `Saved::on_forward`, on the forward only (docs/dsl.md, rule T6).
+//! keep it (docs/dsl.md, rule Y2; docs/semantics.md, rule K4), or
+//! `Saved::on_forward`, on the forward only (docs/dsl.md, rule Y6).
 //!
 //! Invariant: every conversion out of [`Saved`] in this file either asks
 //! the runtime to keep the value first, so that recomputation serves it,
@@ -85,7 +85,7 @@ pub fn needs<T: Needs>(value: T) -> T::Marked {
 ///
 /// A placeholder here means the forward did not ask at this point: a
 /// `needs` only recomputation reaches, or a save output kept past the
-/// checkpoint run that made it (docs/dsl.md, rule T8). Reading it would
+/// checkpoint run that made it (docs/dsl.md, rule Y8). Reading it would
 /// fail anyway; failing at the mark says why.
 #[track_caller]
 fn marked<T: RegionInput + ?Sized>(value: &T) {
@@ -110,7 +110,7 @@ fn placeholder_refused(t: &Tensor) -> String {
     format!(
         "`needs` was handed a placeholder: the forward did not mark this save output at \
          this point (a `needs` that only recomputation reaches, or a save output kept past \
-         the checkpoint run that made it, docs/dsl.md rule T8): {named}"
+         the checkpoint run that made it, docs/dsl.md rule Y8): {named}"
     )
 }
 
@@ -260,7 +260,7 @@ impl Saved<Tensor> {
     /// (logging, metrics) without keeping it for recomputation.
     ///
     /// Detached, so that what the forward computes from it records nothing
-    /// that recomputation would not record again (docs/dsl.md, rule T6).
+    /// that recomputation would not record again (docs/dsl.md, rule Y6).
     ///
     /// ```
     /// use remat_runtime::{checkpoint, region, Policy};
@@ -277,9 +277,9 @@ impl Saved<Tensor> {
     /// y.sum(Kind::Float).backward();
     /// ```
     pub fn on_forward(&self) -> Option<Tensor> {
-        // docs/dsl.md, rule T6: never while recomputing, at any depth; and
+        // docs/dsl.md, rule Y6: never while recomputing, at any depth; and
         // never a placeholder (one that outlived its checkpoint's
-        // recomputation, kept in a thread-local: T8).
+        // recomputation, kept in a thread-local: Y8).
         if frame::any_recomputing() || is_placeholder(&self.value.0) {
             return None;
         }

@@ -11,7 +11,7 @@
 //!
 //! docs/semantics.md rule kept here: T9.
 
-use crate::hooks::tensor_hooks::{RecomputeStart, TensorHooks};
+use crate::checkpointing::tensor_hooks::{RecomputeStart, TensorHooks};
 use crate::sync::lock;
 use std::any::Any;
 use std::collections::HashSet;

@@ -12,7 +12,7 @@
 
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::determinism::Determinism;
-use crate::checkpointing::frame::{self, Phase};
+use crate::checkpointing::frame::{self, Frame, Phase};
 use crate::checkpointing::path::{Asker, At, Step};
 use crate::checkpointing::save_region::persist::persist;
 use crate::checkpointing::save_region::{
@@ -21,7 +21,7 @@ use crate::checkpointing::save_region::{
 use crate::error::{Error, Result};
 use crate::io::{RegionInput, RegionOutput};
 use crate::policy::Policy;
-use crate::recorders::timing::{since_start, DeviceTimer, RegionCall};
+use crate::recorders::timing::{since_start, CheckpointCall, DeviceTimer, RegionCall};
 use crate::recorders::trace;
 use crate::saved::arg::{token, RegionArg};
 use crate::sync::lock;
@@ -129,7 +129,7 @@ impl Region {
         inputs: I,
         body: impl FnOnce(I::Opened) -> O,
     ) -> Result<O> {
-        // docs/dsl.md, rule T3: a save output among the inputs reaches the
+        // docs/dsl.md, rule Y3: a save output among the inputs reaches the
         // body readable; the region asks for it (K2) or is skipped (K3).
         let inputs = inputs.open(token());
         // docs/semantics.md, rule R2: a name is never empty, inside a checkpoint
@@ -144,113 +144,119 @@ impl Region {
             });
         }
         let mut name = self.name.clone();
-        let mode = frame::with_top(|f| {
+        let mode = frame::with_top(|f| match f {
             // docs/semantics.md, rule R1: outside any checkpoint a region is a plain call.
-            let Some(f) = f else { return Ok(Mode::Plain) };
-            // docs/semantics.md, rule R4: in a running Save body, Save and Auto regions
-            // are plain calls (no name claimed, nothing traced); Recompute is refused.
-            if f.save_depth > 0 {
-                // Inside a Save body the outer region keeps everything.
-                return match self.policy {
-                    Policy::Save | Policy::Auto | Policy::Offload(_) => Ok(Mode::Plain),
-                    Policy::Recompute => Err(Error::Region {
-                        region: f.state.region_display(&self.name),
-                        message: "a `recompute` region inside a `save` region never replays, \
-                                  since the outer body is skipped on replay; make the inner \
-                                  region `save`, or the outer one `recompute`"
-                            .into(),
-                    }),
-                };
-            }
-            // docs/semantics.md, rule R10: the open name scopes prefix the name.
-            if !f.scope.is_empty() {
-                name = Cow::Owned(format!("{}{}", f.scope, name));
-            }
-            // The checkpoint's decision, taken on its forward: replay agrees.
-            // docs/semantics.md, rule R3: `Auto` takes the decision resolved when the
-            // checkpoint's forward started.
-            let policy = match self.policy {
-                Policy::Auto => {
-                    f.state
-                        .auto
-                        .region(f.state.display_name(), &name)
-                        .map_err(|message| Error::Region {
-                            region: f.state.region_display(&name),
-                            message,
-                        })?
-                }
-                p => p,
-            };
-            if f.phase == Phase::Forward {
-                // docs/semantics.md, rule D1: only the forward is traced.
-                trace::record_region(&name, policy);
-            }
-            // A literal name is borrowed: no allocation on this path.
-            // docs/semantics.md, rule R2: unique per phase of one checkpoint call.
-            if !f.claimed.insert(name.clone()) {
-                return Err(Error::Region {
-                    region: f.state.region_display(&name),
-                    message: format!(
-                        "the name is used twice in one {} of checkpoint `{}`; names must be \
-                         unique within a checkpoint: give each call its own name (e.g. with \
-                         an index)",
-                        f.phase.describe(),
-                        f.state.display_name()
-                    ),
-                });
-            }
-            Ok(Mode::Run(f.state.clone(), f.phase, policy))
+            None => Ok(Mode::Plain),
+            Some(f) => self.enter(f, &mut name),
         })?;
         let (state, phase, policy) = match mode {
             Mode::Plain => return Ok(body(inputs)),
             Mode::Run(state, phase, policy) => (state, phase, policy),
         };
-        // docs/semantics.md, rule R11: the forward notes the region, and
-        // recomputation must enter the forward's next one.
-        if state.determinism != Determinism::None {
-            let mut tensors = 0;
-            inputs.visit(&mut |_| tensors += 1);
-            let step = Step::Region {
-                name: name.clone(),
-                policy,
-                tensors,
-                at: self.location,
-            };
-            match phase {
-                Phase::Forward => lock(&state.path).record(step),
-                Phase::Recompute => lock(&state.path)
-                    .follow(state.name.as_deref(), step)
-                    .map_err(|m| state.error(m))?,
-            }
-        }
         let this = Region { name, ..self };
-        let this = &this;
+        this.step(&state, phase, policy, &inputs)?;
         if phase == Phase::Forward {
-            if let Some(call) = &state.profile {
-                let call = call.clone();
-                let (name, declared) = (this.name.to_string(), this.policy);
-                let timed = move |inputs| {
-                    let offset = since_start(&call);
-                    let start = DeviceTimer::start();
-                    let out = body(inputs);
-                    lock(&call).regions.push(RegionCall {
-                        name,
-                        declared,
-                        start: offset,
-                        elapsed: start.elapsed(),
-                    });
-                    out
-                };
+            if let Some(call) = &state.settings().profile {
+                let timed = timed(call.clone(), this.name.to_string(), this.policy, body);
                 return this.run(state, phase, policy, inputs, timed);
             }
         }
         this.run(state, phase, policy, inputs, body)
     }
 
+    /// Places the region in the innermost frame `f`: whether it runs plain
+    /// or as a region, with its full `name` and resolved policy.
+    fn enter(&self, f: &mut Frame, name: &mut Cow<'static, str>) -> Result<Mode> {
+        // docs/semantics.md, rule R4: in a running Save body, Save and Auto regions
+        // are plain calls (no name claimed, nothing traced); Recompute is refused.
+        if f.save_depth > 0 {
+            // Inside a Save body the outer region keeps everything.
+            return match self.policy {
+                Policy::Save | Policy::Auto | Policy::Offload(_) => Ok(Mode::Plain),
+                Policy::Recompute => Err(Error::Region {
+                    region: f.state.region_display(&self.name),
+                    message: "a `recompute` region inside a `save` region never replays, \
+                              since the outer body is skipped on replay; make the inner \
+                              region `save`, or the outer one `recompute`"
+                        .into(),
+                }),
+            };
+        }
+        // docs/semantics.md, rule R10: the open name scopes prefix the name.
+        if !f.scope.is_empty() {
+            *name = Cow::Owned(format!("{}{}", f.scope, name));
+        }
+        // The checkpoint's decision, taken on its forward: replay agrees.
+        // docs/semantics.md, rule R3: `Auto` takes the decision resolved when the
+        // checkpoint's forward started.
+        let policy = match self.policy {
+            Policy::Auto => f
+                .state
+                .settings()
+                .auto
+                .region(f.state.display_name(), name)
+                .map_err(|message| Error::Region {
+                    region: f.state.region_display(name),
+                    message,
+                })?,
+            p => p,
+        };
+        if f.phase == Phase::Forward {
+            // docs/semantics.md, rule D1: only the forward is traced.
+            trace::record_region(name, policy);
+        }
+        // A literal name is borrowed: no allocation on this path.
+        // docs/semantics.md, rule R2: unique per phase of one checkpoint call.
+        if !f.claimed.insert(name.clone()) {
+            return Err(Error::Region {
+                region: f.state.region_display(name),
+                message: format!(
+                    "the name is used twice in one {} of checkpoint `{}`; names must be \
+                     unique within a checkpoint: give each call its own name (e.g. with \
+                     an index)",
+                    f.phase.describe(),
+                    f.state.display_name()
+                ),
+            });
+        }
+        Ok(Mode::Run(f.state.clone(), f.phase, policy))
+    }
+
+    /// docs/semantics.md, rule R11: the forward notes the region, and
+    /// recomputation must enter the forward's next one.
+    fn step<I: RegionInput>(
+        &self,
+        state: &CheckpointState,
+        phase: Phase,
+        policy: Policy,
+        inputs: &I,
+    ) -> Result<()> {
+        if state.settings().determinism == Determinism::None {
+            return Ok(());
+        }
+        let mut tensors = 0;
+        inputs.visit(&mut |_| tensors += 1);
+        let step = Step::Region {
+            name: self.name.clone(),
+            policy,
+            tensors,
+            at: self.location,
+        };
+        match phase {
+            Phase::Forward => {
+                lock(state.path()).record(step);
+                Ok(())
+            }
+            Phase::Recompute => lock(state.path())
+                .follow(state.name(), step)
+                .map_err(|m| state.error(m)),
+        }
+    }
+
     /// Like [`Region::call`], with the output as bare code should hold the
     /// output of a region that may be skipped on recomputation: each tensor
     /// wrapped in [`Saved`](crate::Saved), readable after
-    /// [`needs`](crate::needs) (docs/dsl.md, rule T1). What `remat!` does
+    /// [`needs`](crate::needs) (docs/dsl.md, rule Y1). What `remat!` does
     /// for `save`, `auto` and `region [..]` regions.
     ///
     /// ```
@@ -330,7 +336,7 @@ impl Region {
             (Phase::Recompute, Policy::Recompute) => {
                 // docs/semantics.md, rule R5: a name the forward ran as Save must not
                 // recompute now.
-                if lock(&state.inner).records.contains_key(self.name.as_ref()) {
+                if state.records().contains(&self.name) {
                     return Err(Error::Region {
                         region: state.region_display(&self.name),
                         message: "the forward ran it as `save` but replay runs it as \
@@ -352,7 +358,9 @@ impl Region {
             // docs/semantics.md, rule C16: run again for a closure that
             // computes gradients itself, whose backward on the recomputation's
             // graph must reach through the region.
-            (Phase::Recompute, Policy::Save | Policy::Offload(_)) if state.backward_inside => {
+            (Phase::Recompute, Policy::Save | Policy::Offload(_))
+                if state.settings().backward_inside =>
+            {
                 save_rerun::rerun(&state, &self.name, inputs, body)
             }
             // docs/semantics.md, rule P1: skipped during recomputation, outputs served.
@@ -405,18 +413,18 @@ pub(crate) fn ask<T: RegionInput + ?Sized>(
 ) -> Result<()> {
     let (first, more) = frame::forward_states(skip_innermost);
     for state in first.iter().chain(&more) {
-        persist(&state.persist, &state.path, &value, by, at)?;
+        persist(state.persist(), state.path(), &value, by, at)?;
     }
     let (first, more) = frame::recomputing_states(skip_innermost);
     for state in first.iter().chain(&more) {
-        let mut path = lock(&state.path);
+        let mut path = lock(state.path());
         if !path.serves_any() {
             continue;
         }
         let mut diverged = Ok(());
         value.visit(&mut |t| {
             if diverged.is_ok() {
-                diverged = path.ask(state.name.as_deref(), t, by, at);
+                diverged = path.ask(state.name(), t, by, at);
             }
         });
         diverged.map_err(|m| state.error(m))?;
@@ -430,5 +438,26 @@ pub(crate) fn ask<T: RegionInput + ?Sized>(
 pub(crate) fn asked<T: RegionInput + ?Sized>(value: &T, skip_innermost: bool, by: &Asker, at: At) {
     if let Err(e) = ask(value, skip_innermost, by, at) {
         panic!("{e}");
+    }
+}
+
+/// `body`, timed for the planner's profile of `call` (forward only).
+fn timed<I, O>(
+    call: Arc<std::sync::Mutex<CheckpointCall>>,
+    name: String,
+    declared: Policy,
+    body: impl FnOnce(I) -> O,
+) -> impl FnOnce(I) -> O {
+    move |inputs| {
+        let offset = since_start(&call);
+        let start = DeviceTimer::start();
+        let out = body(inputs);
+        lock(&call).regions.push(RegionCall {
+            name,
+            declared,
+            start: offset,
+            elapsed: start.elapsed(),
+        });
+        out
     }
 }

@@ -16,7 +16,7 @@
 
 use crate::bridge::{hooks_depth, pop_hooks, push_hooks, HookPair, Payload, SaveSite};
 use crate::checkpointing::frame;
-use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
+use crate::checkpointing::tensor_hooks::{SavedTensorKind, TensorHooks};
 use std::any::Any;
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use tch::Tensor;
 
 #[cfg(doc)]
-use crate::hooks::tensor_hooks::current_saved_tensor_info;
+use crate::checkpointing::tensor_hooks::current_saved_tensor_info;
 
 thread_local! {
     /// Mirrors the native hook stack: which levels are user pairs.

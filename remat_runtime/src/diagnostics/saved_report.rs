@@ -7,8 +7,8 @@
 use crate::bridge::{
     graph_nodes, storage_nbytes, HookPair, NodeId, Payload, SaveSite, StorageKey, WeakStorage,
 };
-use crate::checkpointing::checkpoint_state::is_saving_inputs;
 use crate::checkpointing::checkpoint_state::CheckpointState;
+use crate::checkpointing::inputs::is_saving_inputs;
 use crate::checkpointing::saved_tensors::SavedTensorsHooks;
 use crate::diagnostics::format::{compact_names, human_bytes};
 use crate::diagnostics::memory_report::{input_memory, region_memory, InputMemory, RegionMemory};
@@ -338,7 +338,7 @@ pub fn saved_tensors_report_from(
     let mut checkpoints: Vec<CheckpointMemory> = states
         .iter()
         .map(|state| {
-            let records = lock(&state.inner).order.clone();
+            let records = state.records().in_order();
             let regions = records
                 .iter()
                 .map(|r| {

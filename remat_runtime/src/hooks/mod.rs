@@ -1,9 +1,9 @@
-//! Hooks users give the runtime, as values: saved-tensor hook pairs
-//! (`tensor_hooks`), save names, and state hooks (`state_hooks`,
-//! `buffers`). Where a pair applies is the mechanism's job
-//! (`checkpointing/saved_tensors.rs`).
+//! Hooks users give the runtime, as values: save names, and state hooks
+//! (`state_hooks`, `buffers`). Saved-tensor hook pairs are the mechanism's
+//! (`checkpointing/tensor_hooks.rs`, applied by
+//! `checkpointing/saved_tensors.rs`): where a pair applies depends on the
+//! running checkpoint.
 
 pub(crate) mod buffers;
 pub(crate) mod save_names;
 pub(crate) mod state_hooks;
-pub(crate) mod tensor_hooks;

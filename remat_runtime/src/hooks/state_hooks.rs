@@ -68,7 +68,7 @@ pub(crate) fn snapshot_all(hooks: &[Arc<dyn RecomputeStateHook>]) -> Result<Snap
 /// hooks are still restored, so that as much state as possible is right.
 pub(crate) fn restore_all(
     hooks: &[Arc<dyn RecomputeStateHook>],
-    snaps: &Snapshots,
+    snaps: &[Box<dyn Any + Send>],
 ) -> Result<(), String> {
     // docs/semantics.md, rule H4.
     let _untracked = UntrackedGuard::new();

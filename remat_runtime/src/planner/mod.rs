@@ -9,10 +9,11 @@
 //! a plan costs in all), `profile` (measuring them), `calibrate` (their
 //! times, as replays), `front` (the exact search over layers), `solve`
 //! (what a budget gets: the fastest plan, then the tie rule's pick), `plan`
-//! (the plan, its prediction and activation), `file` (plan files),
-//! `to_table` (a plan as the policy table that decides as it does) and
-//! `table_file` (table files, which may hold a plan). Policy tables, the
-//! configuration form of a plan, are `crate::policies` (docs/policies.md).
+//! (the plan, its prediction and activation) and `file` (plan files).
+//! Policy tables, the configuration form of a plan, are `crate::policies`
+//! (docs/policies.md), which sits above this folder: a plan as a table and
+//! table files (which may hold a plan) are there, and the planner knows no
+//! table.
 
 pub(crate) mod backward;
 pub(crate) mod calibrate;
@@ -25,8 +26,6 @@ pub(crate) mod plan;
 pub(crate) mod predict;
 pub(crate) mod profile;
 mod solve;
-pub(crate) mod table_file;
-pub(crate) mod to_table;
 
 pub use backward::{measure_levels, peak_tolerance, predict_levels};
 pub use calibrate::MODEL_ERROR;
@@ -37,4 +36,3 @@ pub use file::PLAN_FORMAT;
 pub use plan::{LayerPlan, Plan, PlanGuard, Target};
 pub use predict::{predict, Prediction};
 pub use profile::{measure_kept_bytes, profile, profile_with, profile_with_offload};
-pub use table_file::TABLE_FORMAT;

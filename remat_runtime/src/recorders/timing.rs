@@ -128,6 +128,27 @@ pub(crate) fn since_start(call: &Mutex<CheckpointCall>) -> Duration {
     started.map_or(Duration::ZERO, |s| s.elapsed())
 }
 
+/// Runs a profiled checkpoint's closure on its forward, timing it and
+/// noting where its nodes end.
+pub(crate) fn time_forward<R>(
+    call: &Mutex<CheckpointCall>,
+    early_stop: bool,
+    body: impl FnOnce() -> R,
+) -> R {
+    let start = DeviceTimer::start();
+    {
+        let mut call = lock(call);
+        call.started = Some(Instant::now());
+        call.early_stop = early_stop;
+    }
+    let out = body();
+    let mut call = lock(call);
+    call.elapsed = start.elapsed();
+    call.checkpointed = true;
+    call.nodes.1 = sequence_number();
+    out
+}
+
 /// Notes when a checkpoint's forward made a save that became a holder
 /// (only while profiling).
 pub(crate) fn note_holder(call: &Mutex<CheckpointCall>) {

@@ -1,7 +1,7 @@
 //! Save outputs as region arguments: the region's body receives them
 //! readable, because a region that runs again on recomputation asks for
 //! what it receives (docs/semantics.md, rule K2) and one that is skipped
-//! never reads it then (rule K3). docs/dsl.md, rule T3.
+//! never reads it then (rule K3). docs/dsl.md, rule Y3.
 //!
 //! Invariant: opening takes the runtime's token, and the runtime opens
 //! arguments only on the way into a region's call (`Region::call`), whose

@@ -2,7 +2,7 @@
 //! fields of a derived output (`Saved::fields`, each a `&Saved<..>`), the
 //! elements of a `Vec`, the item of an `Option` and the parts of a tuple,
 //! each wrapped again, so that metadata and views are reachable and data
-//! is not (docs/dsl.md, rules T5 and T10).
+//! is not (docs/dsl.md, rules Y5 and Y10).
 //!
 //! Invariant: every accessor here returns references to `Saved` values
 //! (or `Option`s and slices of them), never to the values themselves.

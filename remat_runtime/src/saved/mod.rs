@@ -1,7 +1,7 @@
 //! Save outputs as bare code holds them: [`Saved`], a value whose data
 //! cannot be read until it is marked, so that rustc's type checker, not an
 //! analysis of the source, refuses bare code that would read a skipped
-//! region's output during recomputation (docs/dsl.md, section T).
+//! region's output during recomputation (docs/dsl.md, section Y).
 //!
 //! The type's layout is in `bridge/saved_repr.rs`; here is what bare code
 //! may do with it: metadata and views (placeholders have both, rule P4).

@@ -1,6 +1,6 @@
 //! Save outputs returned from a checkpoint: what recomputation returns is
 //! discarded, so a checkpoint hands its own save outputs back unasked
-//! (docs/semantics.md, rule K5; docs/dsl.md, rule T4).
+//! (docs/semantics.md, rule K5; docs/dsl.md, rule Y4).
 //!
 //! Invariant: `into_output` opens save outputs without asking, so only the
 //! runtime calls it (its token cannot be made elsewhere), and only on a

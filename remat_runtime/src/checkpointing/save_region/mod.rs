@@ -11,6 +11,7 @@ pub(crate) mod offload;
 pub(crate) mod pack;
 pub(crate) mod persist;
 pub(crate) mod record;
+pub(crate) mod records;
 pub(crate) mod rerun;
 pub(crate) mod saved_input;
 pub(crate) mod serve;

@@ -15,18 +15,17 @@ use crate::bridge::{
     storage_data, tensor_version, HookPair, Payload, SaveSite, TensorMeta, WeakStorage,
 };
 use crate::checkpointing::frame;
-use crate::checkpointing::save_region::offload::Offloaded;
+use crate::checkpointing::save_region::offload::{OffloadStore, Offloaded};
 use crate::checkpointing::save_region::record::{KeptRow, Layout, Recipe, SaveName, SaveRecord};
 use crate::checkpointing::save_region::saved_input::classify;
+use crate::checkpointing::tensor_hooks::{SavedTensorKind, TensorHooks};
 use crate::hooks::save_names;
-use crate::hooks::tensor_hooks::{SavedTensorKind, TensorHooks};
-use crate::sync::lock;
 use std::any::Any;
 use std::sync::Arc;
 use tch::Tensor;
 
 /// What a `Save` region's saves become.
-enum Saved {
+enum BodySave {
     /// Packed by the user's saved-tensor hooks.
     User {
         hooks: TensorHooks,
@@ -57,13 +56,16 @@ enum Saved {
 // docs/semantics.md, rules C6 and S3: with no boundary node to start
 // recomputation, the unpack of a rebuilt save starts it, as a holder's does.
 pub(crate) fn is_rebuilt(payload: &(dyn Any + Send)) -> bool {
-    matches!(payload.downcast_ref::<Saved>(), Some(Saved::Rebuilt { .. }))
+    matches!(
+        payload.downcast_ref::<BodySave>(),
+        Some(BodySave::Rebuilt { .. })
+    )
 }
 
 /// A record packs its `Save` body's saves (instead of the checkpoint's
 /// holders).
 impl HookPair for SaveRecord {
-    fn pack(&self, tensor: Tensor, site: SaveSite) -> std::result::Result<Payload, String> {
+    fn pack(&self, tensor: Tensor, site: SaveSite) -> Result<Payload, String> {
         // Packing happens while the body runs, when the region holds the
         // record: it is alive.
         let record = &self
@@ -74,15 +76,12 @@ impl HookPair for SaveRecord {
         // report row read. A tensor whose metadata libtorch refuses to give
         // is no input's view, and only the user's hooks can pack it.
         let meta = TensorMeta::of(&tensor);
-        let mut inner = lock(&record.inner);
+        let mut inner = record.inner();
         // docs/semantics.md, rule D2.
         // A name given to `save_for_backward`, or the next `saved.<i>`.
         let name = match save_names::next() {
             Some(given) => SaveName::Given(given),
-            None => {
-                inner.unnamed += 1;
-                SaveName::Unnamed(inner.unnamed - 1)
-            }
+            None => inner.next_unnamed(),
         };
         // docs/semantics.md, rule S3: decided first, so a rebuilt save never reaches
         // the user's hooks.
@@ -90,12 +89,10 @@ impl HookPair for SaveRecord {
             .as_ref()
             .ok()
             .filter(|_| record.rebuilds)
-            .and_then(|m| classify(m, &inner.inputs));
+            .and_then(|m| classify(m, inner.inputs()));
         if let Some((input, view)) = rebuilt {
-            let slot = inner.recipes.len();
-            inner.recipes.push(Recipe { input, view, name });
-            inner.rebuilt.push(None);
-            return Ok(Box::new(Saved::Rebuilt {
+            let slot = inner.add_recipe(Recipe { input, view, name });
+            return Ok(Box::new(BodySave::Rebuilt {
                 record: record.clone(),
                 slot,
             }));
@@ -106,8 +103,8 @@ impl HookPair for SaveRecord {
         if let Some(hooks) = frame::user_hooks() {
             let context = hooks.capture();
             let payload = hooks.pack(tensor, SavedTensorKind::Backward, context, site.param)?;
-            lock(&record.inner).offloaded += 1;
-            return Ok(Box::new(Saved::User { hooks, payload }));
+            record.inner().note_offloaded();
+            return Ok(Box::new(BodySave::User { hooks, payload }));
         }
         let meta = meta.map_err(|e| {
             record
@@ -117,75 +114,29 @@ impl HookPair for SaveRecord {
         // docs/semantics.md, rules O1 and O2: an `Offload` region moves what
         // it keeps, parameters (and tensors without a storage) excepted.
         let movable = !site.param && meta.storage.is_some();
-        if let (Some(store), true) = (&record.offload, movable) {
-            let value = store.offload(&tensor, &name.to_string()).map_err(|m| {
-                record
-                    .error(format!("offloading `{name}`: {m}"))
-                    .to_string()
-            })?;
-            let mut inner = lock(&record.inner);
-            if let Some(key) = meta.storage {
-                // docs/semantics.md, rules S8 and O4: an output on this
-                // storage shares the copy.
-                inner.identity_storages.insert(key);
-            }
-            return Ok(Box::new(Saved::Offloaded {
-                value,
-                name,
-                region: record.clone(),
-            }));
+        match &record.offload {
+            Some(store) if movable => moved(record, store, &tensor, &meta, name),
+            _ => kept(record, tensor, site, &meta, name),
         }
-        let mut inner = lock(&record.inner);
-        if let Some(key) = meta.storage {
-            if !site.param {
-                // docs/semantics.md, rule S8 (parameters excepted).
-                inner.identity_storages.insert(key);
-            }
-        }
-        if let Some(storage) = WeakStorage::new(&tensor) {
-            let kind = tensor.kind();
-            inner.kept.push(KeptRow {
-                name: name.clone(),
-                storage,
-                nbytes: meta.storage_nbytes,
-                layout: Layout::from_meta(&meta, kind),
-                kind,
-                param: site.param,
-                address: storage_data(&tensor),
-            });
-        }
-        // docs/semantics.md, rules S1 and S2: kept with the version it has now
-        // (an inference tensor has none: its error is libtorch's own).
-        let version = match meta.version {
-            Some(v) => v,
-            None => tensor_version(&tensor).map_err(|e| e.to_string())?,
-        };
-        Ok(Box::new(Saved::Kept {
-            value: tensor,
-            version,
-            name,
-            region: record.clone(),
-        }))
     }
 
-    fn unpack(&self, payload: &(dyn Any + Send)) -> std::result::Result<Tensor, String> {
-        match payload.downcast_ref::<Saved>() {
+    fn unpack(&self, payload: &(dyn Any + Send)) -> Result<Tensor, String> {
+        match payload.downcast_ref::<BodySave>() {
             // docs/semantics.md, rules S3 and R5 (E17): filled when recomputation reached
             // the skipped region.
-            Some(Saved::Rebuilt { record, slot }) => {
-                let inner = lock(&record.inner);
-                match inner.rebuilt.get(*slot) {
-                    Some(Some(t)) => Ok(t.shallow_clone()),
-                    _ => Err(record
+            Some(BodySave::Rebuilt { record, slot }) => {
+                let inner = record.inner();
+                inner.rebuilt(*slot).ok_or_else(|| {
+                    record
                         .error(format!(
                             "its saved input `{}` was not rebuilt by a replay; forward and \
                              replay followed different code paths",
-                            inner.recipes[*slot].name
+                            inner.recipes()[*slot].name
                         ))
-                        .to_string()),
-                }
+                        .to_string()
+                })
             }
-            Some(Saved::Kept {
+            Some(BodySave::Kept {
                 value,
                 version,
                 name,
@@ -203,9 +154,9 @@ impl HookPair for SaveRecord {
                 }
                 Ok(value.shallow_clone())
             }
-            Some(Saved::User { hooks, payload }) => hooks.unpack(&**payload),
+            Some(BodySave::User { hooks, payload }) => hooks.unpack(&**payload),
             // docs/semantics.md, rule O3 (E11).
-            Some(Saved::Offloaded {
+            Some(BodySave::Offloaded {
                 value,
                 name,
                 region,
@@ -217,4 +168,71 @@ impl HookPair for SaveRecord {
             None => Err("remat internal error: foreign payload in a Save region".into()),
         }
     }
+}
+
+/// A save an `Offload` region moves to its target (rules O1, O2).
+fn moved(
+    record: &Arc<SaveRecord>,
+    store: &Arc<OffloadStore>,
+    tensor: &Tensor,
+    meta: &TensorMeta,
+    name: SaveName,
+) -> Result<Payload, String> {
+    let value = store.offload(tensor, &name.to_string()).map_err(|m| {
+        record
+            .error(format!("offloading `{name}`: {m}"))
+            .to_string()
+    })?;
+    if let Some(key) = meta.storage {
+        // docs/semantics.md, rules S8 and O4: an output on this storage
+        // shares the copy.
+        record.inner().note_kept_storage(key);
+    }
+    Ok(Box::new(BodySave::Offloaded {
+        value,
+        name,
+        region: record.clone(),
+    }))
+}
+
+/// A save kept as is, a detached alias with its version (rules S1, S2),
+/// and its report row.
+fn kept(
+    record: &Arc<SaveRecord>,
+    tensor: Tensor,
+    site: SaveSite,
+    meta: &TensorMeta,
+    name: SaveName,
+) -> Result<Payload, String> {
+    let mut inner = record.inner();
+    if let Some(key) = meta.storage {
+        if !site.param {
+            // docs/semantics.md, rule S8 (parameters excepted).
+            inner.note_kept_storage(key);
+        }
+    }
+    if let Some(storage) = WeakStorage::new(&tensor) {
+        let kind = tensor.kind();
+        inner.add_kept(KeptRow {
+            name: name.clone(),
+            storage,
+            nbytes: meta.storage_nbytes,
+            layout: Layout::from_meta(meta, kind),
+            kind,
+            param: site.param,
+            address: storage_data(&tensor),
+        });
+    }
+    // docs/semantics.md, rules S1 and S2: kept with the version it has now
+    // (an inference tensor has none: its error is libtorch's own).
+    let version = match meta.version {
+        Some(v) => v,
+        None => tensor_version(&tensor).map_err(|e| e.to_string())?,
+    };
+    Ok(Box::new(BodySave::Kept {
+        value: tensor,
+        version,
+        name,
+        region: record.clone(),
+    }))
 }

@@ -10,9 +10,9 @@ use crate::bridge::{alias_with_layout, detached_alias, tensor_version};
 use crate::bridge::{storage_key, StorageKey, WeakStorage, WeakTensor};
 use crate::checkpointing::path::{Asker, At, Path, Step};
 use crate::checkpointing::save_region::record::{SaveRecord, Slot};
+use crate::checkpointing::tensor_hooks::SavedTensorKind;
 use crate::error::Result;
 use crate::fast_hash::FastMap;
-use crate::hooks::tensor_hooks::SavedTensorKind;
 use crate::io::RegionInput;
 use crate::sync::lock;
 use std::sync::{Arc, Mutex};
@@ -157,31 +157,28 @@ impl SaveRecord {
         is_output: bool,
         requested: bool,
     ) -> Result<()> {
-        let mut inner = lock(&self.inner);
-        let Some(out) = inner.outputs.get_mut(slot) else {
+        let mut inner = self.inner();
+        let Some(out) = inner.outputs_mut().get_mut(slot) else {
             return Ok(());
         };
         // docs/semantics.md, rules K6 (asking twice keeps once) and P5 (what was
         // asked for, as opposed to resident anyway).
-        out.requested |= requested;
-        if out.slot.is_some() {
+        if !out.ask(requested) {
             return Ok(());
         }
-        let value = match (&out.spec, is_output) {
+        let value = match (out.spec(), is_output) {
             (_, true) => detached_alias(source)?,
             // docs/semantics.md, rule K9: the output's layout over the view's
             // storage, with the view's (the storage's) version counter.
             (Some(spec), false) => alias_with_layout(source, &spec.meta)?,
             (None, false) => return Ok(()),
         };
-        // docs/semantics.md, rule K7: a detached alias with its version, or packed by
-        // the pair in effect at region entry with kind SaveOutput.
         // docs/semantics.md, rules K7 and O1: packed by the pair in effect at
         // region entry with kind SaveOutput (S6 before offload), copied to an
         // `Offload` region's target, or a detached alias with its version.
-        let kept = match (inner.output_hooks.clone(), &self.offload) {
+        let (hooks, context) = inner.output_pair();
+        let kept = match (hooks, &self.offload) {
             (Some(hooks), _) => {
-                let context = inner.output_context.clone();
                 let payload = hooks
                     .pack(value, SavedTensorKind::SaveOutput, context, false)
                     .map_err(|m| self.error(format!("packing output {slot}: {m}")))?;
@@ -198,7 +195,7 @@ impl SaveRecord {
                 Slot::Resident { value, version }
             }
         };
-        inner.outputs[slot].slot = Some(kept);
+        inner.outputs_mut()[slot].keep(kept);
         Ok(())
     }
 }

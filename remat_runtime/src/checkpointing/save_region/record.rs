@@ -11,14 +11,15 @@
 use crate::bridge::{Dims, GeneratorsSnapshot, Payload, StorageKey, TensorMeta, WeakStorage};
 use crate::checkpointing::save_region::offload::{OffloadStore, Offloaded};
 use crate::checkpointing::save_region::saved_input::{InputInfo, ViewSpec};
+use crate::checkpointing::tensor_hooks::TensorHooks;
 use crate::error::Error;
 use crate::hooks::state_hooks::Snapshots;
-use crate::hooks::tensor_hooks::TensorHooks;
+use crate::sync::lock;
 use std::any::Any;
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::panic::Location;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tch::{Kind, Tensor};
 
 /// What the forward of one `Save` region recorded.
@@ -45,7 +46,7 @@ pub(crate) struct SaveRecord {
     /// checkpoint whose closure computes gradients itself (C16), which reads
     /// them before any replay.
     pub rebuilds: bool,
-    pub inner: Mutex<RecordInner>,
+    inner: Mutex<RecordInner>,
 }
 
 /// A save kept as is, for reports.
@@ -119,18 +120,85 @@ impl Layout {
 /// One output of the region: one allocation per record holds them all.
 pub(crate) struct Output {
     /// `None` for an absent output.
-    pub spec: Option<OutputSpec>,
+    spec: Option<OutputSpec>,
     /// The value kept for replay: `None` until a consumer asks (or it is
     /// resident anyway); emptied only by serving it on replay.
-    pub slot: Option<Slot>,
+    slot: Option<Slot>,
     /// A consumer asked for it (a `Recompute` region or
     /// `recompute_needs_tensor`), as opposed to kept because it is resident
     /// anyway. Strict recomputation serves only these.
-    pub requested: bool,
+    requested: bool,
     /// The storage of what the latest recomputation served for it, pinned
     /// so that its address names no other storage while the path check
     /// looks values up by it (docs/semantics.md, rule R11).
-    pub served: Option<WeakStorage>,
+    served: Option<WeakStorage>,
+}
+
+impl Output {
+    /// An output with metadata `spec` (`None`: absent), not kept yet.
+    pub(crate) fn new(spec: Option<OutputSpec>) -> Output {
+        Output {
+            spec,
+            slot: None,
+            requested: false,
+            served: None,
+        }
+    }
+
+    pub(crate) fn spec(&self) -> Option<&OutputSpec> {
+        self.spec.as_ref()
+    }
+
+    /// What is kept for replay, if anything.
+    pub(crate) fn slot(&self) -> Option<&Slot> {
+        self.slot.as_ref()
+    }
+
+    /// Whether a consumer asked for it (rule P5).
+    pub(crate) fn requested(&self) -> bool {
+        self.requested
+    }
+
+    /// Notes an ask (`requested`) or a keep because it is resident anyway;
+    /// whether a value is still to be kept (rule K6: asking twice keeps once).
+    pub(crate) fn ask(&mut self, requested: bool) -> bool {
+        self.requested |= requested;
+        self.slot.is_none()
+    }
+
+    /// Keeps `slot` for replay.
+    pub(crate) fn keep(&mut self, slot: Slot) {
+        self.slot = Some(slot);
+    }
+
+    /// What a replay serves: the kept value itself when it is released once
+    /// served (`pop`, rule P3), else a copy of the handle (a packed one
+    /// unpacked now, since unpacking does not consume the payload).
+    pub(crate) fn for_serving(&mut self, pop: bool) -> Option<Slot> {
+        if pop {
+            return self.slot.take();
+        }
+        self.slot.as_ref().map(|s| match s {
+            Slot::Resident { value, version } => Slot::Resident {
+                value: value.shallow_clone(),
+                version: *version,
+            },
+            Slot::Packed { hooks, payload } => match hooks.unpack(&**payload) {
+                Ok(value) => Slot::Resident {
+                    version: crate::bridge::tensor_version(&value).unwrap_or(0),
+                    value,
+                },
+                Err(m) => Slot::Failed(m),
+            },
+            Slot::Offloaded(o) => Slot::Offloaded(o.clone()),
+            Slot::Failed(m) => Slot::Failed(m.clone()),
+        })
+    }
+
+    /// Pins the storage of what the latest recomputation served (R11).
+    pub(crate) fn note_served(&mut self, storage: Option<WeakStorage>) {
+        self.served = storage;
+    }
 }
 
 pub(crate) struct OutputSpec {
@@ -163,27 +231,139 @@ pub(crate) struct Recipe {
     pub name: SaveName,
 }
 
+/// What a region's exit left for a replay that skips it (rules S9, C14).
 #[derive(Default)]
-pub(crate) struct RecordInner {
-    pub inputs: Vec<InputInfo>,
-    pub exit_snapshots: Snapshots,
+pub(crate) struct Exit {
+    pub snapshots: Snapshots,
     /// The default generators at the region's exit, when something drew
     /// since the checkpoint's last snapshot of them (rule C14).
-    pub exit_generators: Option<Arc<GeneratorsSnapshot>>,
-    pub outputs: Vec<Output>,
-    /// The lengths of the output's `Vec`s (`RegionOutput::into_parts`).
-    pub layout: Vec<usize>,
-    pub recipes: Vec<Recipe>,
-    pub rebuilt: Vec<Option<Tensor>>,
-    pub identity_storages: HashSet<StorageKey>,
-    pub kept: Vec<KeptRow>,
-    pub offloaded: usize,
-    /// How many unnamed saves so far (the next is `saved.<unnamed>`).
-    pub unnamed: usize,
-    /// The user's hooks at region entry, for persisted outputs, and the
-    /// context they captured at region exit.
-    pub output_hooks: Option<TensorHooks>,
+    pub generators: Option<Arc<GeneratorsSnapshot>>,
+    /// The context the user's hooks captured at the exit, for outputs
+    /// kept later (rules K7, T6).
     pub output_context: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+/// The mutable part of a [`SaveRecord`]: written by the body's pack hooks
+/// (`pack`), the region's exit (`forward`), the asks (`persist`) and the
+/// replay that skips it (`serve`), each through a method here.
+#[derive(Default)]
+pub(crate) struct RecordInner {
+    /// The region's tensor inputs at entry, until its body returns (S3).
+    inputs: Vec<InputInfo>,
+    exit: Exit,
+    outputs: Vec<Output>,
+    /// The lengths of the output's `Vec`s (`RegionOutput::into_parts`).
+    layout: Vec<usize>,
+    recipes: Vec<Recipe>,
+    rebuilt: Vec<Option<Tensor>>,
+    /// Storages of kept saves: an output on one is resident anyway (S8).
+    identity_storages: HashSet<StorageKey>,
+    kept: Vec<KeptRow>,
+    offloaded: usize,
+    /// How many unnamed saves so far (the next is `saved.<unnamed>`).
+    unnamed: usize,
+    /// The user's hooks at region entry, for persisted outputs (T4).
+    output_hooks: Option<TensorHooks>,
+}
+
+impl RecordInner {
+    /// The region's tensor inputs, while its body runs (S3).
+    pub(crate) fn inputs(&self) -> &[InputInfo] {
+        &self.inputs
+    }
+
+    /// The name of the next save not named through `save_for_backward` (D2).
+    pub(crate) fn next_unnamed(&mut self) -> SaveName {
+        self.unnamed += 1;
+        SaveName::Unnamed(self.unnamed - 1)
+    }
+
+    /// A save rebuilt from an input on replay (S3); returns its slot.
+    pub(crate) fn add_recipe(&mut self, recipe: Recipe) -> usize {
+        self.recipes.push(recipe);
+        self.rebuilt.push(None);
+        self.recipes.len() - 1
+    }
+
+    /// A save packed by the user's hooks (S6).
+    pub(crate) fn note_offloaded(&mut self) {
+        self.offloaded += 1;
+    }
+
+    /// A kept (or moved) save's storage: an output on it is resident
+    /// anyway (S8, O4).
+    pub(crate) fn note_kept_storage(&mut self, key: StorageKey) {
+        self.identity_storages.insert(key);
+    }
+
+    /// A save kept as is, for reports.
+    pub(crate) fn add_kept(&mut self, row: KeptRow) {
+        self.kept.push(row);
+    }
+
+    /// The region's body returned: what its exit left and its outputs. The
+    /// inputs are no longer needed (S3 decided what to rebuild).
+    pub(crate) fn end_body(&mut self, exit: Exit, outputs: Vec<Output>, layout: Vec<usize>) {
+        self.exit = exit;
+        self.outputs = outputs;
+        self.layout = layout;
+        self.inputs.clear();
+    }
+
+    /// Whether an output on `key` is resident anyway (S8, O4).
+    pub(crate) fn on_kept_storage(&self, key: StorageKey) -> bool {
+        self.identity_storages.contains(&key)
+    }
+
+    pub(crate) fn exit(&self) -> &Exit {
+        &self.exit
+    }
+
+    pub(crate) fn outputs(&self) -> &[Output] {
+        &self.outputs
+    }
+
+    /// The outputs, to ask for, keep or serve (each through `Output`'s
+    /// methods).
+    pub(crate) fn outputs_mut(&mut self) -> &mut [Output] {
+        &mut self.outputs
+    }
+
+    /// The user's pair at region entry and the context it captured at the
+    /// exit, for outputs kept when asked (K7).
+    pub(crate) fn output_pair(&self) -> (Option<TensorHooks>, Option<Arc<dyn Any + Send + Sync>>) {
+        (self.output_hooks.clone(), self.exit.output_context.clone())
+    }
+
+    pub(crate) fn layout(&self) -> &[usize] {
+        &self.layout
+    }
+
+    pub(crate) fn recipes(&self) -> &[Recipe] {
+        &self.recipes
+    }
+
+    /// Puts the value a replay rebuilt for recipe `slot` (S3).
+    pub(crate) fn set_rebuilt(&mut self, slot: usize, value: Tensor) {
+        self.rebuilt[slot] = Some(value);
+    }
+
+    /// The value a replay rebuilt for recipe `slot`, if it did.
+    pub(crate) fn rebuilt(&self, slot: usize) -> Option<Tensor> {
+        self.rebuilt
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map(Tensor::shallow_clone)
+    }
+
+    pub(crate) fn kept(&self) -> &[KeptRow] {
+        &self.kept
+    }
+
+    /// How many saves the user's hooks packed.
+    pub(crate) fn offloaded(&self) -> usize {
+        self.offloaded
+    }
 }
 
 /// How reports and messages call a save of a region: the name given to
@@ -216,9 +396,40 @@ pub(crate) fn region_path(checkpoint: Option<&str>, region: &str) -> String {
 }
 
 impl SaveRecord {
+    /// The record of a `Save` region entering its body with tensor inputs
+    /// `inputs` and the user's pair `output_hooks` (T4).
+    pub(crate) fn new(
+        checkpoint: Option<Arc<str>>,
+        name: Cow<'static, str>,
+        location: &'static Location<'static>,
+        offload: Option<Arc<OffloadStore>>,
+        rebuilds: bool,
+        inputs: Vec<InputInfo>,
+        output_hooks: Option<TensorHooks>,
+    ) -> Arc<SaveRecord> {
+        Arc::new_cyclic(|me| SaveRecord {
+            me: me.clone(),
+            checkpoint,
+            name,
+            location,
+            offload,
+            rebuilds,
+            inner: Mutex::new(RecordInner {
+                inputs,
+                output_hooks,
+                ..RecordInner::default()
+            }),
+        })
+    }
+
+    /// The record's mutable part.
+    pub(crate) fn inner(&self) -> MutexGuard<'_, RecordInner> {
+        lock(&self.inner)
+    }
+
     /// How many outputs the region returned (absent ones included).
     pub(crate) fn output_count(&self) -> usize {
-        crate::sync::lock(&self.inner).outputs.len()
+        self.inner().outputs.len()
     }
 
     /// `checkpoint::region`.

@@ -15,9 +15,8 @@ use crate::bridge::{HookPair, Payload, SaveSite};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame;
 use crate::checkpointing::saved_tensors::SavedTensorsHooks;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::io::{RegionInput, RegionOutput};
-use crate::sync::lock;
 use std::any::Any;
 use std::sync::Arc;
 use tch::Tensor;
@@ -46,15 +45,9 @@ pub(crate) fn rerun<I: RegionInput, O: RegionOutput>(
     body: impl FnOnce(I) -> O,
 ) -> Result<O> {
     // docs/semantics.md, rule R5 (E6), as when the region is skipped.
-    if !lock(&state.inner).records.contains_key(name) {
-        return Err(Error::Region {
-            region: state.region_display(name),
-            message: "replay reached this `save` region but the forward did not record it; \
-                      forward and replay followed different code paths (or the region's \
-                      policy differs between them)"
-                .into(),
-        });
-    }
+    state
+        .records()
+        .reached(name, || state.region_display(name))?;
     let keep: Arc<dyn HookPair> = Arc::new(KeepForReplay);
     let _hooks = SavedTensorsHooks::push(Some(keep.clone()));
     // docs/semantics.md, rule R4: regions inside run plain, as on the forward.

@@ -14,17 +14,18 @@
 
 use crate::bridge::{
     detached_alias, graph_task_id, graph_task_keeps_graph, is_placeholder, placeholder,
-    served_value, storage_key, tensor_version, PlaceholderSpec, WeakStorage,
+    served_value, storage_key, tensor_version, PlaceholderSpec, TensorMeta, WeakStorage,
 };
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::stop_now;
-use crate::checkpointing::save_region::record::{SaveRecord, Slot};
+use crate::checkpointing::save_region::record::{Exit, RecordInner, SaveRecord, Slot};
 use crate::checkpointing::save_region::saved_input::rebuild;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hooks::state_hooks::restore_all;
 use crate::io::{input_tensors, RegionInput, RegionOutput};
 use crate::sync::lock;
 use std::sync::Arc;
+use tch::Tensor;
 
 /// A `Save` region reached on replay: its body is skipped.
 pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
@@ -33,59 +34,20 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
     inputs: I,
 ) -> Result<O> {
     // docs/semantics.md, rule R5 (E6).
-    let record = lock(&state.inner)
-        .records
-        .get(name)
-        .cloned()
-        .ok_or_else(|| Error::Region {
-            region: state.region_display(name),
-            message: "replay reached this `save` region but the forward did not record it; \
-                  forward and replay followed different code paths (or the region's policy \
-                  differs between them)"
-                .into(),
-        })?;
-    let checking = lock(&state.path).checking();
-    let mut inner = lock(&record.inner);
+    let record = state
+        .records()
+        .reached(name, || state.region_display(name))?;
+    let checking = lock(state.path()).checking();
+    let mut inner = record.inner();
     // docs/semantics.md, rules P1 and H3: first the region's exit snapshot.
-    restore_all(&state.state_hooks, &inner.exit_snapshots).map_err(|m| record.error(m))?;
-    // docs/semantics.md, rule C14: the generators as the skipped body left
-    // them, where it (or the code before it) drew.
-    if let Some(generators) = &inner.exit_generators {
-        generators
-            .restore()
-            .map_err(|e| record.error(format!("cannot restore the random generators: {e}")))?;
-    }
+    restore_exit(state, &record, inner.exit())?;
     // docs/semantics.md, rules P1 and S3: then the saves it did not keep, rebuilt
     // from the recomputed inputs; P6 (E14-E16) when that cannot be done.
-    if !inner.recipes.is_empty() {
-        let replayed = input_tensors(&inputs);
-        for slot in 0..inner.recipes.len() {
-            let recipe = &inner.recipes[slot];
-            let base = replayed.get(recipe.input).ok_or_else(|| {
-                record.error("replay passed it fewer tensor inputs than the forward did; forward and replay followed different code paths")
-            })?;
-            if is_placeholder(base) {
-                return Err(record.error(format!(
-                    "it saved an input (`{}`) for backward that replay was expected to \
-                     reproduce, but that input replays as a placeholder: it is bare code's \
-                     view or result of an upstream `save` region's output. Make that \
-                     producer a `recompute` region, or pass its output to this region directly",
-                    recipe.name
-                )));
-            }
-            let value = rebuild(base, &recipe.view).map_err(|m| record.error(m))?;
-            inner.rebuilt[slot] = Some(value);
-        }
+    if !inner.recipes().is_empty() {
+        rebuild_saves(&record, &mut inner, &input_tensors(&inputs))?;
         // docs/semantics.md, rule C17: this region's rebuilt saves may be the
         // last thing backward needs; then the replay ends here.
-        let done = {
-            let mut checkpoint = lock(&state.inner);
-            checkpoint.stop.note_rebuilt();
-            let done = checkpoint.stop.done(checkpoint.replay_count);
-            checkpoint.stop.stopped |= done;
-            done
-        };
-        if done {
+        if state.holders().region_rebuilt() {
             drop(inner);
             stop_now();
         }
@@ -93,114 +55,155 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
     // docs/semantics.md, rule P3: released when served, unless the graph is
     // retained (or outside any backward).
     let pop = graph_task_id().is_some() && !graph_task_keeps_graph();
-    let mut served = Vec::with_capacity(inner.outputs.len());
-    for (i, out) in inner.outputs.iter_mut().enumerate() {
-        let Some(spec) = &out.spec else {
-            served.push(None);
-            continue;
-        };
-        let (spec, requires_grad) = (spec.meta.clone(), spec.meta.requires_grad);
-        // docs/semantics.md, rule P5.
-        if state.strict && !out.requested {
-            // Kept only because it is resident anyway: strict recomputation does
-            // not serve it, so that a read nobody asked for fails here.
-            served.push(Some((i, spec, requires_grad, None)));
-            continue;
-        }
-        let slot = if pop {
-            out.slot.take()
-        } else {
-            out.slot.as_ref().map(|s| match s {
-                Slot::Resident { value, version } => Slot::Resident {
-                    value: value.shallow_clone(),
-                    version: *version,
-                },
-                // Unpacking does not consume the payload: unpack now.
-                Slot::Packed { hooks, payload } => match hooks.unpack(&**payload) {
-                    Ok(value) => Slot::Resident {
-                        version: tensor_version(&value).unwrap_or(0),
-                        value,
-                    },
-                    Err(m) => Slot::Failed(m),
-                },
-                Slot::Offloaded(o) => Slot::Offloaded(o.clone()),
-                Slot::Failed(m) => Slot::Failed(m.clone()),
-            })
-        };
-        served.push(Some((i, spec, requires_grad, slot)));
-    }
-    let n_outputs = inner.outputs.len();
+    let strict = state.settings().strict;
+    let taken: Vec<Option<Taken>> = inner
+        .outputs_mut()
+        .iter_mut()
+        .map(|out| {
+            let spec = out.spec()?.meta.clone();
+            // docs/semantics.md, rule P5: kept only because it is resident
+            // anyway, strict recomputation does not serve it, so that a read
+            // nobody asked for fails here.
+            let slot = if strict && !out.requested() {
+                None
+            } else {
+                out.for_serving(pop)
+            };
+            Some(Taken { spec, slot })
+        })
+        .collect();
     // docs/semantics.md, rule R7: the output's shape, `Vec` lengths
     // included, as on the forward.
-    let layout = inner.layout.clone();
+    let layout = inner.layout().to_vec();
     drop(inner);
-    let mut parts = Vec::with_capacity(served.len());
-    for entry in served {
-        let Some((i, spec, requires_grad, slot)) = entry else {
-            parts.push(None);
-            continue;
-        };
-        let value = match slot {
-            Some(Slot::Resident { value, version }) => {
-                let now = tensor_version(&value)?;
-                // docs/semantics.md, rule P2 (E12).
-                if now != version {
-                    return Err(record.error(format!(
-                        "output {i} was modified in place after it was kept for replay; \
-                         clone it before modifying it"
-                    )));
-                }
-                if requires_grad {
-                    // docs/semantics.md, rule P2: the forward's `requires_grad`, as a non-leaf.
-                    // The served identity is itself detached from `value`.
-                    parts.push(Some(served_value(&value)?));
-                    continue;
-                }
-                detached_alias(&value)?
-            }
-            // docs/semantics.md, rules O1 and O3 (E12): back from the target.
-            Some(Slot::Offloaded(o)) => o
-                .restore()
-                .map_err(|m| record.error(format!("output {i} {m}")))?,
-            Some(Slot::Packed { hooks, payload }) => hooks
-                .unpack(&*payload)
-                .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
-            Some(Slot::Failed(m)) => return Err(record.error(format!("unpacking output {i}: {m}"))),
-            None => {
-                // docs/semantics.md, rule P4 (E13, E28): nobody asked, so a placeholder.
-                let spec = PlaceholderSpec::from_meta(&spec).ok_or_else(|| {
-                    record.error(format!(
-                        "output {i} has an element type tch cannot name, so no placeholder \
-                         can stand in for it"
-                    ))
-                })?;
-                placeholder(
-                    &spec,
-                    &placeholder_message(&record, i, n_outputs, state.strict),
-                )?
-            }
-        };
-        parts.push(Some(if requires_grad {
-            served_value(&value)?
-        } else {
-            value
-        }));
+    let n_outputs = taken.len();
+    let mut parts = Vec::with_capacity(n_outputs);
+    for (i, taken) in taken.into_iter().enumerate() {
+        parts.push(match taken {
+            Some(taken) => Some(served(&record, i, n_outputs, strict, taken)?),
+            None => None,
+        });
     }
     // docs/semantics.md, rule R11: what recomputation asks for from here
     // on is found by the served values' storages.
     if checking {
-        let mut path = lock(&state.path);
-        let mut inner = lock(&record.inner);
-        for (slot, (out, part)) in inner.outputs.iter_mut().zip(&parts).enumerate() {
-            out.served = part.as_ref().and_then(WeakStorage::new);
-            if let (Some(t), Some(_)) = (part, &out.served) {
-                if let Some(key) = storage_key(t) {
-                    path.served(&record, slot, key);
-                }
-            }
-        }
+        note_served(state, &record, &parts);
     }
     O::from_parts(parts, &layout)
+}
+
+/// An output as the record had it when a replay reached its region.
+struct Taken {
+    spec: TensorMeta,
+    /// What was kept (or a copy of its handle), `None` when nothing was.
+    slot: Option<Slot>,
+}
+
+/// The exit state the skipped body left: the state hooks' snapshot, and
+/// the generators where it (or the code before it) drew (rules H3, C14).
+fn restore_exit(state: &CheckpointState, record: &SaveRecord, exit: &Exit) -> Result<()> {
+    restore_all(&state.settings().state_hooks, &exit.snapshots).map_err(|m| record.error(m))?;
+    if let Some(generators) = &exit.generators {
+        generators
+            .restore()
+            .map_err(|e| record.error(format!("cannot restore the random generators: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Rebuilds the saves the region did not keep from the recomputed inputs
+/// (rules S3, P6).
+fn rebuild_saves(record: &SaveRecord, inner: &mut RecordInner, replayed: &[Tensor]) -> Result<()> {
+    for slot in 0..inner.recipes().len() {
+        let recipe = &inner.recipes()[slot];
+        let base = replayed.get(recipe.input).ok_or_else(|| {
+            record.error(
+                "replay passed it fewer tensor inputs than the forward did; forward and \
+                 replay followed different code paths",
+            )
+        })?;
+        if is_placeholder(base) {
+            return Err(record.error(format!(
+                "it saved an input (`{}`) for backward that replay was expected to \
+                 reproduce, but that input replays as a placeholder: it is bare code's \
+                 view or result of an upstream `save` region's output. Make that \
+                 producer a `recompute` region, or pass its output to this region directly",
+                recipe.name
+            )));
+        }
+        let value = rebuild(base, &recipe.view).map_err(|m| record.error(m))?;
+        inner.set_rebuilt(slot, value);
+    }
+    Ok(())
+}
+
+/// What replay serves for output `i`: the kept value (checked, rule P2),
+/// brought back (O1, O3), or a placeholder (P4).
+fn served(
+    record: &SaveRecord,
+    i: usize,
+    n_outputs: usize,
+    strict: bool,
+    Taken { spec, slot }: Taken,
+) -> Result<Tensor> {
+    let requires_grad = spec.requires_grad;
+    let value = match slot {
+        Some(Slot::Resident { value, version }) => {
+            let now = tensor_version(&value)?;
+            // docs/semantics.md, rule P2 (E12).
+            if now != version {
+                return Err(record.error(format!(
+                    "output {i} was modified in place after it was kept for replay; \
+                     clone it before modifying it"
+                )));
+            }
+            if requires_grad {
+                // docs/semantics.md, rule P2: the forward's `requires_grad`, as a non-leaf.
+                // The served identity is itself detached from `value`.
+                return served_value(&value);
+            }
+            detached_alias(&value)?
+        }
+        // docs/semantics.md, rules O1 and O3 (E12): back from the target.
+        Some(Slot::Offloaded(o)) => o
+            .restore()
+            .map_err(|m| record.error(format!("output {i} {m}")))?,
+        Some(Slot::Packed { hooks, payload }) => hooks
+            .unpack(&*payload)
+            .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
+        Some(Slot::Failed(m)) => return Err(record.error(format!("unpacking output {i}: {m}"))),
+        None => {
+            // docs/semantics.md, rule P4 (E13, E28): nobody asked, so a placeholder.
+            let spec = PlaceholderSpec::from_meta(&spec).ok_or_else(|| {
+                record.error(format!(
+                    "output {i} has an element type tch cannot name, so no placeholder \
+                     can stand in for it"
+                ))
+            })?;
+            placeholder(&spec, &placeholder_message(record, i, n_outputs, strict))?
+        }
+    };
+    if requires_grad {
+        served_value(&value)
+    } else {
+        Ok(value)
+    }
+}
+
+/// Pins what was served and notes it on the path, so that asks from here
+/// on find it by storage (rule R11).
+fn note_served(state: &CheckpointState, record: &Arc<SaveRecord>, parts: &[Option<Tensor>]) {
+    let mut path = lock(state.path());
+    let mut inner = record.inner();
+    for (slot, (out, part)) in inner.outputs_mut().iter_mut().zip(parts).enumerate() {
+        let pinned = part.as_ref().and_then(WeakStorage::new);
+        if let (Some(t), Some(_)) = (part, &pinned) {
+            if let Some(key) = storage_key(t) {
+                path.served(record, slot, key);
+            }
+        }
+        out.note_served(pinned);
+    }
 }
 
 fn placeholder_message(record: &SaveRecord, slot: usize, n_outputs: usize, strict: bool) -> String {

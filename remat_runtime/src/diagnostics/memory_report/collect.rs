@@ -35,7 +35,7 @@ pub fn memory_report() -> Result<MemoryReport> {
             message: "memory_report() must be called inside a checkpoint's forward".into(),
         }),
     })?;
-    let records = lock(&state.inner).order.clone();
+    let records = state.records().in_order();
     Ok(MemoryReport {
         checkpoint: state.display_name().to_string(),
         inputs: Some(input_memory(&state, &mut HashSet::new())),
@@ -50,7 +50,7 @@ pub(crate) fn input_memory(
     billed: &mut HashSet<StorageKey>,
 ) -> InputMemory {
     let mut m = InputMemory::default();
-    for i in &state.inputs {
+    for i in state.inputs().kept() {
         if i.param {
             m.parameters += 1;
         } else if i.offloaded {
@@ -148,10 +148,10 @@ fn covered(mut spans: Vec<(i64, i64)>, nbytes: i64) -> i64 {
 /// persisted outputs, one entry per storage (billed whole); parameters on
 /// their own.
 pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
-    let inner = lock(&record.inner);
+    let inner = record.inner();
     let mut values = Vec::new();
     let mut params = Vec::new();
-    for row in &inner.kept {
+    for row in inner.kept() {
         if row.storage.is_alive() {
             let v = Value {
                 key: row.storage.key(),
@@ -168,8 +168,8 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
             }
         }
     }
-    let mut hook_packed = inner.offloaded;
-    for (i, slot) in inner.outputs.iter().map(|o| &o.slot).enumerate() {
+    let mut hook_packed = inner.offloaded();
+    for (i, slot) in inner.outputs().iter().map(|o| o.slot()).enumerate() {
         match slot {
             Some(Slot::Resident { value, .. }) => {
                 if let Some(key) = storage_key(value) {
@@ -189,12 +189,8 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
         }
     }
     let storages = storage_rows(values);
-    let rebuilt: Vec<String> = inner.recipes.iter().map(|r| r.name.to_string()).collect();
-    let mut specs = inner
-        .outputs
-        .iter()
-        .filter_map(|o| o.spec.as_ref())
-        .peekable();
+    let rebuilt: Vec<String> = inner.recipes().iter().map(|r| r.name.to_string()).collect();
+    let mut specs = inner.outputs().iter().filter_map(|o| o.spec()).peekable();
     let outputs_gone =
         specs.peek().is_some() && specs.all(|o| o.storage.as_ref().is_none_or(|s| !s.is_alive()));
     // docs/semantics.md, rule O1: what moved, apart from what is kept.
