@@ -30,9 +30,9 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{AttrStyle, FnArg, ItemFn, LitStr, Pat, Type};
 
-use crate::ast::Name;
 use crate::checkpoint_args::CheckpointArgs;
 use crate::errors::{parse_to_end, push_error};
+use crate::name::Name;
 use crate::param_kind::{classify, has_impl_trait, has_lifetime, mut_error, Kind};
 use crate::rename_self::RenameSelf;
 use crate::returned::Returned;

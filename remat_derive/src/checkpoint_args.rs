@@ -15,7 +15,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, LitStr, Token};
 
-use crate::ast::Name;
+use crate::name::Name;
 
 #[derive(Default)]
 pub(crate) struct CheckpointArgs {

@@ -17,19 +17,17 @@
 
 #![deny(unsafe_code)]
 
-mod ast;
 mod capture;
 mod checkpoint;
 mod checkpoint_args;
-mod default_name;
+mod closure_self;
 mod depth_limit;
 mod errors;
-mod expand;
 mod gone_attr;
-mod nested_needs;
+mod name;
 mod output;
 mod param_kind;
-mod parse;
+mod remat_block;
 mod rename_self;
 mod returned;
 
@@ -63,7 +61,7 @@ use proc_macro::TokenStream;
 /// `remat::Saved`, which cannot be read until `needs x;` marks it.
 #[proc_macro]
 pub fn remat(input: TokenStream) -> TokenStream {
-    expand::remat(input.into()).into()
+    remat_block::remat(input.into()).into()
 }
 
 /// Makes a function's body a checkpoint: activations inside are dropped after

@@ -7,8 +7,7 @@ use proc_macro2::{Group, Ident, TokenStream, TokenTree};
 use syn::visit_mut::{self, VisitMut};
 use syn::Expr;
 
-/// What `self` becomes.
-pub(crate) const RENAMED: &str = "__remat_self";
+use crate::closure_self::CLOSURE_SELF;
 
 /// Renames `self` to `__remat_self` in the body (a closure cannot bind
 /// `self`), outside nested items, which have their own `self`.
@@ -22,7 +21,7 @@ impl VisitMut for RenameSelf {
         {
             let segment = &mut expr.path.segments[0];
             if segment.ident == "self" {
-                segment.ident = Ident::new(RENAMED, segment.ident.span());
+                segment.ident = Ident::new(CLOSURE_SELF, segment.ident.span());
             }
         }
         visit_mut::visit_expr_path_mut(self, expr);
@@ -59,7 +58,7 @@ fn rename_tokens(tokens: TokenStream) -> TokenStream {
                 if ident == "self"
                     && !matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':') =>
             {
-                out.push(TokenTree::Ident(Ident::new(RENAMED, ident.span())));
+                out.push(TokenTree::Ident(Ident::new(CLOSURE_SELF, ident.span())));
             }
             other => out.push(other.clone()),
         }

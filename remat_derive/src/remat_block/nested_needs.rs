@@ -23,6 +23,8 @@ pub(crate) fn rewrite(input: TokenStream) -> TokenStream {
         .collect()
 }
 
+/// `group` with its contents rewritten: as statements if it is a block
+/// (`statements`), else only the blocks inside it.
 fn regroup(group: &Group, statements: bool) -> Group {
     let inner = if statements {
         statements_in(group.stream())
@@ -92,6 +94,7 @@ fn needs_at(trees: &[TokenTree], i: usize) -> Option<(Vec<Ident>, usize)> {
     }
 }
 
+/// Whether `p` is the character `c`.
 fn is(p: &Punct, c: char) -> bool {
     p.as_char() == c
 }
