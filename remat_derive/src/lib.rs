@@ -19,17 +19,13 @@
 
 mod capture;
 mod checkpoint;
-mod checkpoint_args;
 mod closure_self;
 mod depth_limit;
 mod errors;
 mod gone_attr;
 mod name;
 mod output;
-mod param_kind;
 mod remat_block;
-mod rename_self;
-mod returned;
 
 #[cfg(test)]
 mod tests;

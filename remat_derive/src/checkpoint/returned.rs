@@ -27,12 +27,14 @@ pub(crate) struct Returned {
 }
 
 impl Returned {
+    /// Inside the checkpoint's closure.
     pub(crate) fn inside() -> Self {
         Returned {
             function: "returned",
         }
     }
 
+    /// Where the body runs in its caller (`enabled = false`).
     pub(crate) fn plain() -> Self {
         Returned {
             function: "returned_plain",
@@ -83,12 +85,14 @@ impl Returned {
         }
     }
 
+    /// Wraps a block's tail expression, its value.
     fn wrap_tail(&self, block: &mut syn::Block) {
         if let Some(Stmt::Expr(tail, None)) = block.stmts.last_mut() {
             self.wrap(tail);
         }
     }
 
+    /// Replaces `expr` by the runtime function's call on it.
     fn call(&self, expr: &mut Expr) {
         let span = expr.span().resolved_at(Span::mixed_site());
         let function = syn::Ident::new(self.function, span);

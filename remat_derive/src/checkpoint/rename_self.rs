@@ -1,7 +1,7 @@
 //! Renaming `self` in a `#[checkpoint]` body: the body becomes a closure,
 //! which cannot bind `self`, so the receiver's capture is bound as
-//! `__remat_self` and every use of `self` is renamed to it, in macro
-//! arguments too.
+//! `__remat_self` (`closure_self`) and every use of `self` is renamed to
+//! it, in macro arguments too.
 
 use proc_macro2::{Group, Ident, TokenStream, TokenTree};
 use syn::visit_mut::{self, VisitMut};
@@ -43,6 +43,7 @@ impl VisitMut for RenameSelf {
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
 
+/// `self` renamed in tokens (a macro's arguments), at any depth.
 fn rename_tokens(tokens: TokenStream) -> TokenStream {
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
     let mut out = Vec::with_capacity(tokens.len());
