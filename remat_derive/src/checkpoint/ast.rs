@@ -110,6 +110,7 @@ impl Checkpoint {
 }
 
 impl Param {
+    /// The model of one parameter as written.
     fn of(arg: &FnArg) -> Param {
         match arg {
             FnArg::Receiver(recv) => Param::Receiver(Receiver {

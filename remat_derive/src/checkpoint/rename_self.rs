@@ -14,6 +14,7 @@ use crate::closure_self::CLOSURE_SELF;
 pub(crate) struct RenameSelf;
 
 impl VisitMut for RenameSelf {
+    /// `self` as an expression, the one path renamed.
     fn visit_expr_path_mut(&mut self, expr: &mut syn::ExprPath) {
         if expr.qself.is_none()
             && expr.path.leading_colon.is_none()
@@ -32,6 +33,7 @@ impl VisitMut for RenameSelf {
         mac.tokens = rename_tokens(std::mem::take(&mut mac.tokens));
     }
 
+    /// Expressions syn kept as tokens are renamed as tokens.
     fn visit_expr_mut(&mut self, expr: &mut Expr) {
         if let Expr::Verbatim(tokens) = expr {
             *tokens = rename_tokens(std::mem::take(tokens));
@@ -40,6 +42,7 @@ impl VisitMut for RenameSelf {
         visit_mut::visit_expr_mut(self, expr);
     }
 
+    /// A nested item has its own `self`.
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
 

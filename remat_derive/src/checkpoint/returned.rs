@@ -106,6 +106,8 @@ impl Returned {
 struct Returns<'a>(&'a Returned);
 
 impl VisitMut for Returns<'_> {
+    /// Wraps the value of each `return` that leaves the function;
+    /// closures and `async` blocks return from themselves.
     fn visit_expr_mut(&mut self, expr: &mut Expr) {
         match expr {
             Expr::Closure(_) | Expr::Async(_) => {}
@@ -119,5 +121,6 @@ impl VisitMut for Returns<'_> {
         }
     }
 
+    /// A nested item's `return`s are its own.
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }

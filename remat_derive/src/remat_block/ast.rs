@@ -44,6 +44,7 @@ pub(crate) struct Region {
     pub call: Call,
 }
 
+/// Which policy a region runs under, by its keyword.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PolicyKind {
     Save,
@@ -55,6 +56,7 @@ pub(crate) enum PolicyKind {
     Auto,
 }
 
+/// A region's policy keyword, where it was written.
 #[derive(Clone, Copy)]
 pub(crate) struct Policy {
     pub kind: PolicyKind,
@@ -64,6 +66,7 @@ pub(crate) struct Policy {
 }
 
 impl Policy {
+    /// The keyword as written, for messages.
     pub(crate) fn keyword(self) -> &'static str {
         match self.kind {
             PolicyKind::Save => "save",
@@ -82,6 +85,7 @@ pub(crate) enum Call {
 }
 
 impl Call {
+    /// The call's arguments, the region's inputs.
     pub(crate) fn args(&self) -> impl ExactSizeIterator<Item = &Expr> {
         match self {
             Call::Fn(call) => call.args.iter(),

@@ -22,6 +22,7 @@ pub(crate) fn check(invocation: &Invocation) -> Option<syn::Error> {
     errors
 }
 
+/// The regions of `stmts`, scopes' included.
 fn check_stmts(stmts: &[Stmt], errors: &mut Option<syn::Error>) {
     for stmt in stmts {
         match stmt {

@@ -48,6 +48,7 @@ impl Expander {
         out
     }
 
+    /// One statement, appended to `out`.
     fn stmt(&mut self, stmt: &Stmt, out: &mut TokenStream) {
         match stmt {
             Stmt::Region(stmt) => {
