@@ -167,7 +167,10 @@ fn is_facade(src: &Path, file: &str) -> bool {
 /// `a::c::d` and `a::c::e`; `self` inside a group names the group's path,
 /// and `as` renames are dropped.
 fn use_paths(text: &str) -> Vec<Vec<String>> {
-    fn tree(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, prefix: &[String]) -> Vec<Vec<String>> {
+    fn tree(
+        chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+        prefix: &[String],
+    ) -> Vec<Vec<String>> {
         let mut path = prefix.to_vec();
         let mut word = String::new();
         let mut out = Vec::new();
@@ -205,7 +208,10 @@ fn use_paths(text: &str) -> Vec<Vec<String>> {
                         while chars.peek().is_some_and(|c| c.is_whitespace()) {
                             chars.next();
                         }
-                        while chars.peek().is_some_and(|c| c.is_alphanumeric() || *c == '_') {
+                        while chars
+                            .peek()
+                            .is_some_and(|c| c.is_alphanumeric() || *c == '_')
+                        {
                             chars.next();
                         }
                     }

@@ -31,7 +31,7 @@
 //! `a < b` inside arguments, count although they nest nothing), which only
 //! makes the limit err on the safe side.
 
-use proc_macro2::{Delimiter, Spacing, Span, TokenStream, TokenTree};
+use proc_macro2::{Delimiter, Group, Ident, Punct, Spacing, Span, TokenStream, TokenTree};
 
 /// The deepest nesting of `()`, `[]` and `{}` the macros accept.
 pub(crate) const MAX_GROUP_DEPTH: usize = 128;
@@ -69,6 +69,7 @@ struct Frame {
 }
 
 impl Frame {
+    /// The frame of `stream`, nested at chain count `base`.
     fn new(stream: TokenStream, base: usize) -> Self {
         Frame {
             tokens: stream.into_iter().collect(),
@@ -83,6 +84,7 @@ impl Frame {
         }
     }
 
+    /// Starts a new run.
     fn restart(&mut self) {
         self.count = 0;
         self.floor = 0;
@@ -99,13 +101,124 @@ impl Frame {
     }
 }
 
+/// What the token before the current one was, taken from its frame as the
+/// current token is read.
+struct Prev {
+    after_brace: bool,
+    joint: Option<char>,
+    after_dot: bool,
+    after_operand: bool,
+}
+
+impl Frame {
+    /// The next token, and what the one before it was; records what this
+    /// one is for the next.
+    fn take(&mut self) -> Option<(TokenTree, Prev)> {
+        let token = self.tokens.get(self.next).cloned()?;
+        self.next += 1;
+        let prev = Prev {
+            after_brace: std::mem::replace(&mut self.after_brace, false),
+            joint: self.joint.take(),
+            after_dot: std::mem::replace(
+                &mut self.after_dot,
+                matches!(&token, TokenTree::Punct(p) if p.as_char() == '.'),
+            ),
+            after_operand: std::mem::replace(
+                &mut self.after_operand,
+                !matches!(&token, TokenTree::Punct(_)),
+            ),
+        };
+        Some((token, prev))
+    }
+
+    /// Enters `group`, `depth` frames deep: the frame of its contents, or
+    /// the error for a limit it passes.
+    fn open(
+        &mut self,
+        group: &Group,
+        after_operand: bool,
+        attribute: &mut bool,
+        depth: usize,
+    ) -> Result<Frame, syn::Error> {
+        let counted = !std::mem::replace(attribute, false);
+        self.count += usize::from(counted);
+        self.after_brace = group.delimiter() == Delimiter::Brace;
+        let base = self.base + self.count;
+        if depth > MAX_GROUP_DEPTH {
+            return Err(group_error(group.span()));
+        }
+        // A group that opens an operand (`(`, `x + (`) is nesting, which
+        // the depth limit bounds; one after an operand continues a chain
+        // (`x()()()`, `x[0][0]`).
+        if after_operand && base > MAX_CHAIN {
+            return Err(chain_error(group.span_open()));
+        }
+        Ok(Frame::new(group.stream(), base))
+    }
+
+    /// Whether `punct` counts as an operator; `;`, `,` and `=>` restart
+    /// the run.
+    fn punct(&mut self, punct: &Punct, joint: Option<char>, attribute: &mut bool) -> bool {
+        let ch = punct.as_char();
+        if punct.spacing() == Spacing::Joint {
+            self.joint = Some(ch);
+        }
+        match (joint, ch) {
+            (_, ';') => {
+                self.restart();
+                false
+            }
+            (_, ',') => {
+                self.count = self.floor;
+                false
+            }
+            // A match arm's body: the pattern nests nothing in it.
+            (Some('='), '>') => {
+                self.restart();
+                false
+            }
+            (Some(':'), ':') => false,
+            (None, '#') if self.attribute_at(self.next) => {
+                *attribute = true;
+                false
+            }
+            (_, '!') if *attribute => false,
+            (_, '|' | '<') => {
+                self.floor = self.count + 1;
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether `ident` counts as an operator (a chain keyword); after `}`
+    /// it starts a new statement or arm, unless it continues one.
+    fn ident(&mut self, ident: &Ident, after_brace: bool) -> bool {
+        if after_brace && ident != "as" && ident != "else" {
+            self.restart();
+        }
+        CHAIN_KEYWORDS.iter().any(|k| ident == k)
+    }
+
+    /// Whether a literal counts: a field, `x.0`, or two of them (`x.0.0`
+    /// holds the literal `0.0`).
+    fn literal(&mut self, after_brace: bool, after_dot: bool) -> bool {
+        if after_brace {
+            self.restart();
+        }
+        after_dot
+    }
+}
+
 /// An error at the first token past either limit, if any.
 pub(crate) fn check(tokens: &TokenStream) -> Option<syn::Error> {
     let mut stack = vec![Frame::new(tokens.clone(), 0)];
     // Inside an attribute: `#`, `!` and its group count nothing.
     let mut attribute = false;
-    while let Some(top) = stack.last_mut() {
-        let Some(token) = top.tokens.get(top.next).cloned() else {
+    loop {
+        let depth = stack.len();
+        let top = stack.last_mut()?;
+        let Some((token, prev)) = top.take() else {
             stack.pop();
             if let Some(parent) = stack.last_mut() {
                 parent.joint = None;
@@ -113,80 +226,17 @@ pub(crate) fn check(tokens: &TokenStream) -> Option<syn::Error> {
             }
             continue;
         };
-        top.next += 1;
-        let after_brace = std::mem::replace(&mut top.after_brace, false);
-        let joint = top.joint.take();
-        let after_dot = std::mem::replace(
-            &mut top.after_dot,
-            matches!(&token, TokenTree::Punct(p) if p.as_char() == '.'),
-        );
-        let after_operand = std::mem::replace(
-            &mut top.after_operand,
-            !matches!(&token, TokenTree::Punct(_)),
-        );
         let counted = match &token {
             TokenTree::Group(group) => {
-                let counted = !std::mem::replace(&mut attribute, false);
-                top.count += usize::from(counted);
-                top.after_brace = group.delimiter() == Delimiter::Brace;
-                let base = top.base + top.count;
-                if stack.len() > MAX_GROUP_DEPTH {
-                    return Some(group_error(group.span()));
+                match top.open(group, prev.after_operand, &mut attribute, depth) {
+                    Ok(frame) => stack.push(frame),
+                    Err(error) => return Some(error),
                 }
-                // A group that opens an operand (`(`, `x + (`) is nesting,
-                // which the depth limit bounds; one after an operand
-                // continues a chain (`x()()()`, `x[0][0]`).
-                if after_operand && base > MAX_CHAIN {
-                    return Some(chain_error(group.span_open()));
-                }
-                stack.push(Frame::new(group.stream(), base));
                 continue;
             }
-            TokenTree::Punct(punct) => {
-                let ch = punct.as_char();
-                if punct.spacing() == Spacing::Joint {
-                    top.joint = Some(ch);
-                }
-                match (joint, ch) {
-                    (_, ';') => {
-                        top.restart();
-                        false
-                    }
-                    (_, ',') => {
-                        top.count = top.floor;
-                        false
-                    }
-                    // A match arm's body: the pattern nests nothing in it.
-                    (Some('='), '>') => {
-                        top.restart();
-                        false
-                    }
-                    (Some(':'), ':') => false,
-                    (None, '#') if top.attribute_at(top.next) => {
-                        attribute = true;
-                        false
-                    }
-                    (_, '!') if attribute => false,
-                    (_, '|' | '<') => {
-                        top.floor = top.count + 1;
-                        true
-                    }
-                    _ => true,
-                }
-            }
-            TokenTree::Ident(ident) => {
-                if after_brace && ident != "as" && ident != "else" {
-                    top.restart();
-                }
-                CHAIN_KEYWORDS.iter().any(|k| ident == k)
-            }
-            // A field: `x.0`, or two of them (`x.0.0` holds the literal `0.0`).
-            TokenTree::Literal(_) => {
-                if after_brace {
-                    top.restart();
-                }
-                after_dot
-            }
+            TokenTree::Punct(punct) => top.punct(punct, prev.joint, &mut attribute),
+            TokenTree::Ident(ident) => top.ident(ident, prev.after_brace),
+            TokenTree::Literal(_) => top.literal(prev.after_brace, prev.after_dot),
         };
         if counted {
             top.count += 1;
@@ -195,9 +245,9 @@ pub(crate) fn check(tokens: &TokenStream) -> Option<syn::Error> {
             }
         }
     }
-    None
 }
 
+/// Delimiters nested deeper than `MAX_GROUP_DEPTH`.
 fn group_error(span: Span) -> syn::Error {
     syn::Error::new(
         span,
@@ -209,6 +259,7 @@ fn group_error(span: Span) -> syn::Error {
     )
 }
 
+/// An operator chain longer than `MAX_CHAIN`.
 fn chain_error(span: Span) -> syn::Error {
     syn::Error::new(
         span,

@@ -1,5 +1,5 @@
 //! `#[remat(unchecked)]`, the escape hatch of the source check that rustc's
-//! types replaced (docs/dsl.md, section T): it has nothing left to silence,
+//! types replaced (docs/dsl.md, section Y): it has nothing left to silence,
 //! so it is refused with the way to migrate, rather than left for rustc to
 //! report as an unknown attribute.
 
@@ -8,17 +8,15 @@ use syn::Attribute;
 
 use crate::errors::push_error;
 
+/// What to do instead, for every `#[remat(..)]`.
 const GONE: &str = "`#[remat(..)]` no longer exists: rustc's types decide what bare code may \
-                    read (docs/dsl.md, section T); remove the attribute, then mark the save \
+                    read (docs/dsl.md, section Y); remove the attribute, then mark the save \
                     output with `needs` before reading it, or read it on the forward only \
                     with `.on_forward()`";
 
-/// The attributes, or an error at the first `#[remat(..)]` among them.
-pub(crate) fn refuse(attrs: Vec<Attribute>) -> syn::Result<Vec<Attribute>> {
-    match attrs.iter().find(|a| a.path().is_ident("remat")) {
-        Some(attr) => Err(syn::Error::new_spanned(attr, GONE)),
-        None => Ok(attrs),
-    }
+/// The error for `attr`, a `#[remat(..)]` attribute.
+pub(crate) fn error(attr: &Attribute) -> syn::Error {
+    syn::Error::new_spanned(attr, GONE)
 }
 
 /// `tokens` without their `#[remat ..]` and `#![remat ..]` attributes, each

@@ -7,31 +7,39 @@
 //! The compile-time guarantee that bare code does not read a skipped
 //! `save` region's output is not here: the expansion hands bare code such
 //! outputs as `remat::Saved`, whose data cannot be read until marked, and
-//! rustc's type checker does the rest (docs/dsl.md, section T).
+//! rustc's type checker does the rest (docs/dsl.md, section Y).
 //!
-//! The crate parses (`parse`) into a small model (`ast`), then generates
-//! code (`expand`, `checkpoint`, `capture`). Before any of it, `depth_limit`
-//! refuses input nested deeper than a proc macro's stack allows. Errors are
-//! `syn::Error`s with precise spans, combined and emitted as
-//! `compile_error!`; the macros never panic.
+//! This file holds only the four entry points. Each hands its tokens to
+//! its macro's folder, whose `mod.rs` runs that macro's passes in order, in
+//! the manner of `thiserror`'s `impl/`: parse into a model (`ast.rs`),
+//! check it (`valid.rs`), generate (`expand.rs`, or `expand/`):
+//!
+//! - `remat_block/`: `remat!`, with its statement parser in `parse/` and
+//!   the `needs` rewriting of nested blocks in `nested_needs.rs`;
+//! - `checkpoint/`: `#[checkpoint]`, with its options in `args.rs` and
+//!   what each parameter becomes in `params.rs`;
+//! - `capture/`: `#[derive(Capture)]`, whose model is syn's `DeriveInput`;
+//! - `output/`: `#[derive(RegionOutput)]`.
+//!
+//! What more than one macro uses is at the root: `depth_limit.rs` refuses,
+//! before any parsing, input nested deeper than a proc macro's stack
+//! allows, and `gone_attr.rs` refuses `#[remat(..)]` (both for `remat!` and
+//! `#[checkpoint]`); `name.rs` is a region's, scope's or checkpoint's name;
+//! `closure_self.rs` is what `self` is called in a checkpoint's closure;
+//! `errors.rs` collects errors. Errors are `syn::Error`s with precise
+//! spans, combined and emitted as `compile_error!`; the macros never panic.
 
 #![deny(unsafe_code)]
 
-mod ast;
 mod capture;
 mod checkpoint;
-mod checkpoint_args;
-mod default_name;
+mod closure_self;
 mod depth_limit;
 mod errors;
-mod expand;
 mod gone_attr;
-mod nested_needs;
+mod name;
 mod output;
-mod param_kind;
-mod parse;
-mod rename_self;
-mod returned;
+mod remat_block;
 
 #[cfg(test)]
 mod tests;
@@ -63,7 +71,7 @@ use proc_macro::TokenStream;
 /// `remat::Saved`, which cannot be read until `needs x;` marks it.
 #[proc_macro]
 pub fn remat(input: TokenStream) -> TokenStream {
-    expand::remat(input.into()).into()
+    remat_block::remat(input.into()).into()
 }
 
 /// Makes a function's body a checkpoint: activations inside are dropped after

@@ -5,7 +5,7 @@
 //! signatures the real runtime has, so that hygiene, borrows, closure kinds
 //! (`Fn + 'static`), the visibility of bindings and the types bare code
 //! receives (`Saved` for the output of a region that may be skipped, until
-//! `needs` marks it; docs/dsl.md, section T) are checked by rustc. The mock
+//! `needs` marks it; docs/dsl.md, section Y) are checked by rustc. The mock
 //! runs every checkpoint body twice (forward, then a replay).
 
 extern crate self as remat;

@@ -18,28 +18,34 @@ pub(crate) struct Output {
     pub generics: syn::Generics,
 }
 
+/// What the type is made of.
 pub(crate) enum Shape {
     Struct(Fields),
     Enum(Vec<Variant>),
+    /// A union, refused by `valid` at its keyword.
     Union(Span),
 }
 
+/// An enum's variant.
 pub(crate) struct Variant {
     pub ident: Ident,
     pub fields: Fields,
 }
 
+/// How fields are written, which decides how they are bound and built.
 pub(crate) enum Style {
     Named,
     Unnamed,
     Unit,
 }
 
+/// A struct's or variant's fields, in order.
 pub(crate) struct Fields {
     pub style: Style,
     pub fields: Vec<Field>,
 }
 
+/// One field: what the field view repeats of it.
 pub(crate) struct Field {
     /// The field's name (`None` in a tuple struct or variant).
     pub ident: Option<Ident>,
@@ -48,6 +54,7 @@ pub(crate) struct Field {
 }
 
 impl Fields {
+    /// The model of syn's fields.
     fn of(fields: &syn::Fields) -> Fields {
         let style = match fields {
             syn::Fields::Named(_) => Style::Named,
@@ -114,6 +121,7 @@ fn saved_name(attrs: &[Attribute], ident: &Ident) -> syn::Result<Ident> {
 }
 
 impl Output {
+    /// The model of the derive's input, or the error in its `#[remat(..)]`.
     pub(crate) fn parse(input: &DeriveInput) -> syn::Result<Output> {
         let shape = match &input.data {
             syn::Data::Struct(data) => Shape::Struct(Fields::of(&data.fields)),

@@ -2,11 +2,16 @@
 //! are region outputs themselves (tensors, `Option<Tensor>`s, `Vec`s,
 //! tuples, other derived types), becomes a region and checkpoint output
 //! with a saved form bare code cannot read unmarked (docs/dsl.md, rule
-//! T10). Parse (`ast`), check (`valid`), generate (`expand`).
+//! Y10). Parse (`ast`), check (`valid`), generate (`expand`, with the
+//! flattening in `layout`, the field view in `view`, and the arms all of
+//! them match with in `arms`).
 
+mod arms;
 mod ast;
 mod expand;
+mod layout;
 mod valid;
+mod view;
 
 use proc_macro2::TokenStream;
 

@@ -8,7 +8,7 @@ use quote::quote;
 use super::{pretty_items, pretty_stmts};
 
 fn remat(input: TokenStream) -> String {
-    pretty_stmts(crate::expand::remat(input))
+    pretty_stmts(crate::remat_block::remat(input))
 }
 
 fn checkpoint(args: TokenStream, item: TokenStream) -> String {

@@ -389,7 +389,7 @@ fn run(args: Option<Input>, item: Input) -> Result<(), TestCaseError> {
         let (item, real) = item.tokens();
         match args {
             None => {
-                let out = crate::expand::remat(item.clone());
+                let out = crate::remat_block::remat(item.clone());
                 if real {
                     check_spanned(&[&item], &out)?;
                 }
@@ -724,7 +724,7 @@ fn end_of_input_errors_point_at_the_last_token() {
         let result = on_small_stack(move || {
             let item = TokenStream::from_str(&item).expect("lexes");
             let (out, end) = match args {
-                None => (crate::expand::remat(item.clone()), item),
+                None => (crate::remat_block::remat(item.clone()), item),
                 Some(args) => {
                     let args = TokenStream::from_str(&args).expect("lexes");
                     let out = crate::checkpoint::checkpoint(args.clone(), item.clone());
@@ -878,7 +878,7 @@ proptest! {
     /// as statements (a block) or as an item (a checkpoint).
     #[test]
     fn statement_shaped_input_expands_to_well_formed_code(body in body()) {
-        let out = crate::expand::remat(body.clone());
+        let out = crate::remat_block::remat(body.clone());
         prop_assert!(
             syn::parse::Parser::parse2(syn::Block::parse_within, out.clone()).is_ok(),
             "remat! output does not parse: {}", out

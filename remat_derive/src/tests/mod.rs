@@ -52,7 +52,7 @@ pub(crate) fn each_error(
 
 /// Runs `remat!` on `input` and returns its error messages.
 pub(crate) fn remat_errors(input: TokenStream) -> Vec<String> {
-    errors(&crate::expand::remat(input))
+    errors(&crate::remat_block::remat(input))
 }
 
 /// Runs `#[checkpoint(args)]` on `item` and returns its error messages.

@@ -4,8 +4,9 @@ use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 
 use super::{assert_one_error, remat_errors};
-use crate::ast::{Call, Invocation, Name, PolicyKind, Stmt};
-use crate::parse::parse_invocation;
+use crate::name::Name;
+use crate::remat_block::ast::{Call, Invocation, PolicyKind, Stmt};
+use crate::remat_block::parse::parse_invocation;
 
 fn stmts(tokens: TokenStream) -> Vec<Stmt> {
     match parse_invocation(tokens) {
@@ -163,7 +164,7 @@ fn default_names_come_from_the_callee() {
             syn::Expr::MethodCall(call) => Call::Method(call),
             _ => panic!("not a call"),
         };
-        crate::default_name::default_name(&call).map(|name| static_name(&name))
+        crate::remat_block::parse::default_name::default_name(&call).map(|name| static_name(&name))
     };
     assert_eq!(
         name(syn::parse_quote!((&self.mlp).forward(&h))).as_deref(),
@@ -214,7 +215,7 @@ fn code_in_messages_is_spaced_as_written() {
         ),
         (quote!(t.view([b * t, -1])), "t.view([b * t, -1])"),
     ] {
-        assert_eq!(crate::ast::compact(&tokens), text);
+        assert_eq!(crate::remat_block::parse::compact::compact(&tokens), text);
     }
     let errors = remat_errors(quote!(save self.layers[i].forward(&h);));
     assert_one_error(&errors, &["`save NAME: self.layers[i].forward(&h)`"]);
@@ -350,7 +351,7 @@ fn malformed_statements_are_skipped_and_the_rest_expands() {
         recompute three: ;
         let b = &a + 1;
     };
-    let out = crate::expand::remat(tokens);
+    let out = crate::remat_block::remat(tokens);
     let errors = super::errors(&out);
     assert_eq!(errors.len(), 2, "{errors:#?}");
     let text = out.to_string();
@@ -571,13 +572,13 @@ fn needs_takes_local_names() {
 
     // A name per statement is rebound to its marked value, so that bare
     // code below reads the plain value.
-    let out = crate::expand::remat(quote!(needs a, b;)).to_string();
+    let out = crate::remat_block::remat(quote!(needs a, b;)).to_string();
     assert_eq!(
         out,
         "let a = :: remat :: needs (a) ; let b = :: remat :: needs (b) ;"
     );
     // It is `let`s: an attribute (a `#[cfg]`, a lint) is kept on each.
-    let out = crate::expand::remat(quote!(#[cfg(test)] needs a, b;)).to_string();
+    let out = crate::remat_block::remat(quote!(#[cfg(test)] needs a, b;)).to_string();
     assert_eq!(
         out,
         "# [cfg (test)] let a = :: remat :: needs (a) ; # [cfg (test)] let b = :: remat :: needs (b) ;"

@@ -5,7 +5,6 @@
 //! The macro sees types as written, not resolved, so a tensor behind an
 //! alias is captured, not an input.
 
-use quote::ToTokens;
 use syn::Type;
 
 /// How a parameter reaches the closure.
@@ -22,18 +21,12 @@ pub(crate) enum Kind {
     TensorVec,
     /// Anything else, captured; `by_ref` for `&T`.
     Capture { by_ref: bool },
+    /// `&mut T` or `Option<&mut Tensor>`: refused, since replay runs the
+    /// body again during backward, after that borrow has ended.
+    MutRef,
 }
 
-/// A `&mut` parameter or receiver: replay runs the body again during
-/// backward, after that borrow has ended.
-pub(crate) fn mut_error(at: &dyn ToTokens) -> syn::Error {
-    syn::Error::new_spanned(
-        at,
-        "a `#[checkpoint]` function is replayed during backward, so it cannot take \
-         `&mut` parameters: take `&T` or an owned value",
-    )
-}
-
+/// The type inside parentheses and invisible groups, which change nothing.
 fn strip_ty(ty: &Type) -> &Type {
     match ty {
         Type::Paren(t) => strip_ty(&t.elem),
@@ -50,6 +43,7 @@ fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
     }
 }
 
+/// Whether the type is written `Tensor` (any path ending so).
 fn is_tensor(ty: &Type) -> bool {
     last_segment(ty).is_some_and(|s| s.ident == "Tensor" && s.arguments.is_none())
 }
@@ -71,70 +65,38 @@ fn single_arg<'a>(ty: &'a Type, name: &str) -> Option<&'a Type> {
 
 /// Classifies a parameter by its written type (the macro cannot resolve
 /// aliases: a tensor behind another name is captured, not an input).
-pub(crate) fn classify(ty: &Type) -> syn::Result<Kind> {
+pub(crate) fn classify(ty: &Type) -> Kind {
     if is_tensor(ty) {
-        return Ok(Kind::Tensor);
+        return Kind::Tensor;
     }
     if let Some(inner) = single_arg(ty, "Option") {
         if let Type::Reference(r) = strip_ty(inner) {
             if is_tensor(&r.elem) {
                 if r.mutability.is_some() {
-                    return Err(mut_error(ty));
+                    return Kind::MutRef;
                 }
-                return Ok(Kind::TensorOption);
+                return Kind::TensorOption;
             }
         }
-        return Ok(Kind::Capture { by_ref: false });
+        return Kind::Capture { by_ref: false };
     }
     if let Type::Reference(r) = strip_ty(ty) {
         if r.mutability.is_some() {
-            return Err(mut_error(ty));
+            return Kind::MutRef;
         }
         let elem = strip_ty(&r.elem);
         if is_tensor(elem) {
-            return Ok(Kind::TensorRef);
+            return Kind::TensorRef;
         }
         if let Type::Slice(slice) = elem {
             if is_tensor(&slice.elem) {
-                return Ok(Kind::TensorSlice);
+                return Kind::TensorSlice;
             }
         }
         if single_arg(elem, "Vec").is_some_and(is_tensor) {
-            return Ok(Kind::TensorVec);
+            return Kind::TensorVec;
         }
-        return Ok(Kind::Capture { by_ref: true });
+        return Kind::Capture { by_ref: true };
     }
-    Ok(Kind::Capture { by_ref: false })
-}
-
-/// `impl Trait` anywhere in the type, which cannot be named in generated
-/// code.
-pub(crate) fn has_impl_trait(ty: &Type) -> bool {
-    struct Finder(bool);
-    impl<'ast> syn::visit::Visit<'ast> for Finder {
-        fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
-            self.0 = true;
-        }
-    }
-    let mut finder = Finder(false);
-    syn::visit::Visit::visit_type(&mut finder, ty);
-    finder.0
-}
-
-/// Whether `ty` names a lifetime or a reference: a function pointer type
-/// `fn(&T) -> T` built from it would then have several input lifetimes and
-/// fail elision (E0106) before the `Capture` error the user needs.
-pub(crate) fn has_lifetime(ty: &Type) -> bool {
-    struct Finder(bool);
-    impl<'ast> syn::visit::Visit<'ast> for Finder {
-        fn visit_lifetime(&mut self, _: &'ast syn::Lifetime) {
-            self.0 = true;
-        }
-        fn visit_type_reference(&mut self, _: &'ast syn::TypeReference) {
-            self.0 = true;
-        }
-    }
-    let mut finder = Finder(false);
-    syn::visit::Visit::visit_type(&mut finder, ty);
-    finder.0
+    Kind::Capture { by_ref: false }
 }

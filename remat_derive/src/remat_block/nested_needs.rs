@@ -3,7 +3,7 @@
 //! are plain Rust, which has no `needs` statement, so before the block is
 //! parsed each such statement inside a brace group is rewritten into what
 //! the top-level statement expands to, `let NAME = ::remat::needs(NAME);`
-//! (docs/dsl.md, rule T2).
+//! (docs/dsl.md, rule Y2).
 //!
 //! `needs` followed by a name is no valid Rust anywhere, so no program's
 //! meaning changes: only statements that would not parse are rewritten.
@@ -23,6 +23,8 @@ pub(crate) fn rewrite(input: TokenStream) -> TokenStream {
         .collect()
 }
 
+/// `group` with its contents rewritten: as statements if it is a block
+/// (`statements`), else only the blocks inside it.
 fn regroup(group: &Group, statements: bool) -> Group {
     let inner = if statements {
         statements_in(group.stream())
@@ -92,6 +94,7 @@ fn needs_at(trees: &[TokenTree], i: usize) -> Option<(Vec<Ident>, usize)> {
     }
 }
 
+/// Whether `p` is the character `c`.
 fn is(p: &Punct, c: char) -> bool {
     p.as_char() == c
 }

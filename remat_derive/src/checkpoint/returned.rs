@@ -1,7 +1,7 @@
 //! A `#[checkpoint]` body's return positions: a save output returned there
 //! leaves the checkpoint, which rule K5 of docs/semantics.md allows without
 //! a mark, so its `Saved` wrapper comes off there, and only there
-//! (docs/dsl.md, rule T4).
+//! (docs/dsl.md, rule Y4).
 //!
 //! This is syntax, not an analysis: it wraps the local names (and tuples of
 //! them, and `remat!(..)` expressions) that stand in a return position (the
@@ -27,12 +27,14 @@ pub(crate) struct Returned {
 }
 
 impl Returned {
+    /// Inside the checkpoint's closure.
     pub(crate) fn inside() -> Self {
         Returned {
             function: "returned",
         }
     }
 
+    /// Where the body runs in its caller (`enabled = false`).
     pub(crate) fn plain() -> Self {
         Returned {
             function: "returned_plain",
@@ -83,12 +85,14 @@ impl Returned {
         }
     }
 
+    /// Wraps a block's tail expression, its value.
     fn wrap_tail(&self, block: &mut syn::Block) {
         if let Some(Stmt::Expr(tail, None)) = block.stmts.last_mut() {
             self.wrap(tail);
         }
     }
 
+    /// Replaces `expr` by the runtime function's call on it.
     fn call(&self, expr: &mut Expr) {
         let span = expr.span().resolved_at(Span::mixed_site());
         let function = syn::Ident::new(self.function, span);
@@ -102,6 +106,8 @@ impl Returned {
 struct Returns<'a>(&'a Returned);
 
 impl VisitMut for Returns<'_> {
+    /// Wraps the value of each `return` that leaves the function;
+    /// closures and `async` blocks return from themselves.
     fn visit_expr_mut(&mut self, expr: &mut Expr) {
         match expr {
             Expr::Closure(_) | Expr::Async(_) => {}
@@ -115,5 +121,6 @@ impl VisitMut for Returns<'_> {
         }
     }
 
+    /// A nested item's `return`s are its own.
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }

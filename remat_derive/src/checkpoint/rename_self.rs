@@ -1,20 +1,20 @@
 //! Renaming `self` in a `#[checkpoint]` body: the body becomes a closure,
 //! which cannot bind `self`, so the receiver's capture is bound as
-//! `__remat_self` and every use of `self` is renamed to it, in macro
-//! arguments too.
+//! `__remat_self` (`closure_self`) and every use of `self` is renamed to
+//! it, in macro arguments too.
 
 use proc_macro2::{Group, Ident, TokenStream, TokenTree};
 use syn::visit_mut::{self, VisitMut};
 use syn::Expr;
 
-/// What `self` becomes.
-pub(crate) const RENAMED: &str = "__remat_self";
+use crate::closure_self::CLOSURE_SELF;
 
 /// Renames `self` to `__remat_self` in the body (a closure cannot bind
 /// `self`), outside nested items, which have their own `self`.
 pub(crate) struct RenameSelf;
 
 impl VisitMut for RenameSelf {
+    /// `self` as an expression, the one path renamed.
     fn visit_expr_path_mut(&mut self, expr: &mut syn::ExprPath) {
         if expr.qself.is_none()
             && expr.path.leading_colon.is_none()
@@ -22,7 +22,7 @@ impl VisitMut for RenameSelf {
         {
             let segment = &mut expr.path.segments[0];
             if segment.ident == "self" {
-                segment.ident = Ident::new(RENAMED, segment.ident.span());
+                segment.ident = Ident::new(CLOSURE_SELF, segment.ident.span());
             }
         }
         visit_mut::visit_expr_path_mut(self, expr);
@@ -33,6 +33,7 @@ impl VisitMut for RenameSelf {
         mac.tokens = rename_tokens(std::mem::take(&mut mac.tokens));
     }
 
+    /// Expressions syn kept as tokens are renamed as tokens.
     fn visit_expr_mut(&mut self, expr: &mut Expr) {
         if let Expr::Verbatim(tokens) = expr {
             *tokens = rename_tokens(std::mem::take(tokens));
@@ -41,9 +42,11 @@ impl VisitMut for RenameSelf {
         visit_mut::visit_expr_mut(self, expr);
     }
 
+    /// A nested item has its own `self`.
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
 
+/// `self` renamed in tokens (a macro's arguments), at any depth.
 fn rename_tokens(tokens: TokenStream) -> TokenStream {
     let tokens: Vec<TokenTree> = tokens.into_iter().collect();
     let mut out = Vec::with_capacity(tokens.len());
@@ -59,7 +62,7 @@ fn rename_tokens(tokens: TokenStream) -> TokenStream {
                 if ident == "self"
                     && !matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == ':') =>
             {
-                out.push(TokenTree::Ident(Ident::new(RENAMED, ident.span())));
+                out.push(TokenTree::Ident(Ident::new(CLOSURE_SELF, ident.span())));
             }
             other => out.push(other.clone()),
         }

@@ -1,9 +1,12 @@
 //! The model of `remat!`'s syntax: invocations, statements and regions as
-//! `parse` builds them and `expand` reads them. Nothing here parses; the
-//! types only hold what the user wrote, with spans.
+//! `parse` builds them, `valid` checks them and `expand` reads them.
+//! Nothing here parses; the types only hold what the user wrote, with
+//! spans, so that every later error can point at it.
 
-use proc_macro2::{Delimiter, Spacing, Span, TokenStream};
+use proc_macro2::Span;
 use syn::{Attribute, Expr, ExprCall, ExprMethodCall, Ident, Pat};
+
+use crate::name::Name;
 
 /// What one `remat!` invocation holds.
 pub(crate) enum Invocation {
@@ -41,6 +44,7 @@ pub(crate) struct Region {
     pub call: Call,
 }
 
+/// Which policy a region runs under, by its keyword.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PolicyKind {
     Save,
@@ -52,6 +56,7 @@ pub(crate) enum PolicyKind {
     Auto,
 }
 
+/// A region's policy keyword, where it was written.
 #[derive(Clone, Copy)]
 pub(crate) struct Policy {
     pub kind: PolicyKind,
@@ -61,6 +66,7 @@ pub(crate) struct Policy {
 }
 
 impl Policy {
+    /// The keyword as written, for messages.
     pub(crate) fn keyword(self) -> &'static str {
         match self.kind {
             PolicyKind::Save => "save",
@@ -71,79 +77,6 @@ impl Policy {
     }
 }
 
-/// A region or scope name, after defaulting.
-#[derive(Clone)]
-pub(crate) enum Name {
-    /// Known at compile time: an identifier, a string literal or the callee.
-    Static { value: String, span: Span },
-    /// `[expr]`, evaluated at run time (e.g. a `format!`).
-    Dynamic(Box<Expr>),
-}
-
-/// Code as text for error messages, spaced the way people write it
-/// (`self.layers[0].forward(&x)`, not `self.layers [0].forward(& x)`).
-pub(crate) fn compact(tokens: &TokenStream) -> String {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Prev {
-        Start,
-        Word,
-        Space,
-        Glued,
-    }
-    fn write(tokens: &TokenStream, out: &mut String) {
-        use proc_macro2::TokenTree;
-        let mut prev = Prev::Start;
-        for tt in tokens.clone() {
-            match &tt {
-                TokenTree::Ident(_) | TokenTree::Literal(_) => {
-                    if prev == Prev::Word {
-                        out.push(' ');
-                    }
-                    out.push_str(&tt.to_string());
-                    prev = Prev::Word;
-                }
-                TokenTree::Group(g) => {
-                    let (open, close) = match g.delimiter() {
-                        Delimiter::Parenthesis => ("(", ")"),
-                        Delimiter::Bracket => ("[", "]"),
-                        Delimiter::Brace => ("{ ", " }"),
-                        Delimiter::None => ("", ""),
-                    };
-                    if prev == Prev::Word && g.delimiter() == Delimiter::Brace {
-                        out.push(' ');
-                    }
-                    out.push_str(open);
-                    write(&g.stream(), out);
-                    out.push_str(close);
-                    prev = Prev::Word;
-                }
-                TokenTree::Punct(p) => {
-                    let c = p.as_char();
-                    let binary = prev == Prev::Word && "=+-*/%<>|^&".contains(c);
-                    if binary {
-                        out.push(' ');
-                    }
-                    out.push(c);
-                    prev = match (c, p.spacing()) {
-                        (_, Spacing::Joint) => Prev::Glued,
-                        (',' | ';', _) => Prev::Space,
-                        _ if binary || prev == Prev::Glued && "=+-*/%<>|^&".contains(c) => {
-                            Prev::Space
-                        }
-                        _ => Prev::Glued,
-                    };
-                    if prev == Prev::Space {
-                        out.push(' ');
-                    }
-                }
-            }
-        }
-    }
-    let mut out = String::new();
-    write(tokens, &mut out);
-    out
-}
-
 /// The body of a region: one call or method call.
 #[derive(Clone)]
 pub(crate) enum Call {
@@ -152,6 +85,7 @@ pub(crate) enum Call {
 }
 
 impl Call {
+    /// The call's arguments, the region's inputs.
     pub(crate) fn args(&self) -> impl ExactSizeIterator<Item = &Expr> {
         match self {
             Call::Fn(call) => call.args.iter(),

@@ -10,7 +10,7 @@ use syn::buffer::Cursor;
 use syn::parse::ParseStream;
 use syn::{Pat, Token};
 
-use crate::ast::{Policy, PolicyKind};
+use crate::remat_block::ast::{Policy, PolicyKind};
 
 /// What a statement is, by its first tokens.
 pub(crate) enum Kind {
@@ -24,6 +24,7 @@ pub(crate) enum Kind {
     Bare,
 }
 
+/// What the statement at `input` is, judged from its first tokens.
 pub(crate) fn classify(input: ParseStream) -> Kind {
     let cursor = input.cursor();
     if policy_at(cursor).is_some() {
@@ -103,6 +104,7 @@ fn operand_ident(cursor: Cursor) -> bool {
         .is_some_and(|(i, _)| i != "as" && i != "else" && i != "in")
 }
 
+/// Whether the cursor is at the punctuation character `ch`.
 fn punct_is(cursor: Cursor, ch: char) -> bool {
     cursor.punct().is_some_and(|(p, _)| p.as_char() == ch)
 }

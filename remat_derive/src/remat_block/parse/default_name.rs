@@ -10,7 +10,9 @@
 use syn::ext::IdentExt;
 use syn::{Expr, Member};
 
-use crate::ast::{Call, Name};
+use crate::closure_self::CLOSURE_SELF;
+use crate::name::Name;
+use crate::remat_block::ast::Call;
 
 /// The default name of a region running `call`, if one is clear.
 pub(crate) fn default_name(call: &Call) -> Option<Name> {
@@ -24,6 +26,8 @@ pub(crate) fn default_name(call: &Call) -> Option<Name> {
     })
 }
 
+/// The expression inside parentheses, invisible groups and `&`, which
+/// change nothing about what is called.
 fn strip(expr: &Expr) -> &Expr {
     match expr {
         Expr::Paren(e) => strip(&e.expr),
@@ -58,6 +62,7 @@ fn receiver_name(receiver: &Expr) -> Option<&syn::Ident> {
     }
 }
 
+/// A named field (`self.attention`), not a tuple index (`self.0`).
 fn named_member(member: &Member) -> Option<&syn::Ident> {
     match member {
         Member::Named(ident) => Some(ident),
@@ -68,5 +73,5 @@ fn named_member(member: &Member) -> Option<&syn::Ident> {
 /// `self`, `Self`, or `self` as a `#[checkpoint]` body holds it (renamed
 /// before rustc expands the `remat!` blocks inside).
 fn is_self(ident: &syn::Ident) -> bool {
-    ident == "self" || ident == "Self" || ident == crate::rename_self::RENAMED
+    ident == "self" || ident == "Self" || ident == CLOSURE_SELF
 }

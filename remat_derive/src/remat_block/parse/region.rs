@@ -6,10 +6,13 @@ use syn::ext::IdentExt;
 use syn::parse::ParseStream;
 use syn::{token, Expr, Ident, Lit, LitStr, Token};
 
-use crate::ast::{compact, Call, Name, PolicyKind, Region};
-use crate::default_name;
-use crate::parse::lookahead::{policy_at, single_colon};
+use crate::name::Name;
+use crate::remat_block::ast::{Call, Policy, PolicyKind, Region};
+use crate::remat_block::parse::compact::compact;
+use crate::remat_block::parse::default_name::default_name;
+use crate::remat_block::parse::lookahead::{policy_at, single_colon};
 
+/// A region's form, for messages.
 pub(crate) const REGION_FORM: &str = "`save NAME: CALL` or `recompute NAME: CALL`, \
     e.g. `let attn = save attention: self.attention.forward(&h);`";
 
@@ -23,19 +26,7 @@ pub(crate) fn parse_region(input: ParseStream) -> syn::Result<Region> {
     let policy = policy_at(input.cursor())
         .ok_or_else(|| input.error(format!("expected a region: {REGION_FORM}")))?;
     input.call(Ident::parse_any)?;
-    let policy_expr = if policy.kind == PolicyKind::Dynamic {
-        let content;
-        syn::bracketed!(content in input);
-        let expr: Expr = content.parse()?;
-        if !content.is_empty() {
-            return Err(content.error(
-                "expected one expression giving the policy inside `[...]`: `region [EXPR] NAME: CALL`",
-            ));
-        }
-        Some(Box::new(expr))
-    } else {
-        None
-    };
+    let policy_expr = parse_policy_expr(input, policy)?;
     let explicit = parse_name(input, "region")?;
     if explicit.is_some() {
         if !input.peek(Token![:]) || input.peek(Token![::]) {
@@ -44,6 +35,39 @@ pub(crate) fn parse_region(input: ParseStream) -> syn::Result<Region> {
         input.parse::<Token![:]>()?;
     }
     let keyword = policy.keyword();
+    let call = parse_call(input, keyword, explicit.is_some())?;
+    let name = match explicit {
+        Some(name) => name,
+        None => callee_name(&call, keyword)?,
+    };
+    Ok(Region {
+        policy,
+        policy_expr,
+        name,
+        call,
+    })
+}
+
+/// `[EXPR]` after `region`, the policy chosen at run time; nothing after
+/// the other keywords.
+fn parse_policy_expr(input: ParseStream, policy: Policy) -> syn::Result<Option<Box<Expr>>> {
+    if policy.kind != PolicyKind::Dynamic {
+        return Ok(None);
+    }
+    let content;
+    syn::bracketed!(content in input);
+    let expr: Expr = content.parse()?;
+    if !content.is_empty() {
+        return Err(content.error(
+            "expected one expression giving the policy inside `[...]`: `region [EXPR] NAME: CALL`",
+        ));
+    }
+    Ok(Some(Box::new(expr)))
+}
+
+/// The region's one call or method call. `named`: a name was written, so
+/// an identifier here is no forgotten `:`.
+fn parse_call(input: ParseStream, keyword: &str, named: bool) -> syn::Result<Call> {
     if input.is_empty() || input.peek(Token![;]) {
         return Err(input.error(missing_call(keyword)));
     }
@@ -53,52 +77,46 @@ pub(crate) fn parse_region(input: ParseStream) -> syn::Result<Region> {
             format!("{error}; a `{keyword}` region runs one call: {REGION_FORM}"),
         )
     })?;
-    let call = match expr {
-        Expr::Call(call) => Call::Fn(call),
-        Expr::MethodCall(call) => Call::Method(call),
+    match expr {
+        Expr::Call(call) => Ok(Call::Fn(call)),
+        Expr::MethodCall(call) => Ok(Call::Method(call)),
         Expr::Path(path)
-            if explicit.is_none()
+            if !named
                 && path.path.get_ident().is_some()
                 && !input.is_empty()
                 && !input.peek(Token![;]) =>
         {
-            return Err(syn::Error::new_spanned(
+            Err(syn::Error::new_spanned(
                 path,
                 format!("expected `:` after the region name: {REGION_FORM}"),
             ))
         }
-        other => {
-            return Err(syn::Error::new_spanned(
-                other,
-                format!(
-                    "a `{keyword}` region runs one call or method call, and this is \
-                     not one: {REGION_FORM}"
-                ),
-            ))
-        }
-    };
-    let name = match explicit {
-        Some(name) => name,
-        None => default_name::default_name(&call).ok_or_else(|| {
-            let call = match &call {
-                Call::Fn(c) => quote::ToTokens::to_token_stream(c),
-                Call::Method(c) => quote::ToTokens::to_token_stream(c),
-            };
-            syn::Error::new_spanned(
-                &call,
-                format!(
-                    "cannot name this region after its callee; name it: \
-                     `{keyword} NAME: {}`",
-                    compact(&call)
-                ),
-            )
-        })?,
-    };
-    Ok(Region {
-        policy,
-        policy_expr,
-        name,
-        call,
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!(
+                "a `{keyword}` region runs one call or method call, and this is \
+                 not one: {REGION_FORM}"
+            ),
+        )),
+    }
+}
+
+/// The name of a region that has none written: its callee's, or an error
+/// asking for one.
+fn callee_name(call: &Call, keyword: &str) -> syn::Result<Name> {
+    default_name(call).ok_or_else(|| {
+        let call = match call {
+            Call::Fn(c) => quote::ToTokens::to_token_stream(c),
+            Call::Method(c) => quote::ToTokens::to_token_stream(c),
+        };
+        syn::Error::new_spanned(
+            &call,
+            format!(
+                "cannot name this region after its callee; name it: \
+                 `{keyword} NAME: {}`",
+                compact(&call)
+            ),
+        )
     })
 }
 
@@ -150,6 +168,7 @@ pub(crate) fn parse_name(input: ParseStream, what: &str) -> syn::Result<Option<N
     Ok(None)
 }
 
+/// A string literal's name, which must not be empty.
 fn static_name(lit: &LitStr, what: &str) -> syn::Result<Name> {
     let value = lit.value();
     if value.is_empty() {
