@@ -74,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Plan::for_budget(&profile, budget)?
     };
     println!("{plan}");
-    plan.save(&a.out)?;
+    plan.save_file(&a.out)?;
     println!("plan written to {}", a.out);
 
     let mut opt = tch::nn::Sgd::default().build(&model.vs, 1e-2)?;

@@ -1,5 +1,6 @@
 //! The public API as a listing: every public name of `remat`, module by
-//! module, read from the sources with `syn`, must equal the listing in
+//! module, and of the crate it re-exports, `remat_runtime`, from its own
+//! root, read from the sources with `syn`, must equal the listings in
 //! docs/api.md, so that a change to the public surface shows up in review
 //! as a change to that file. The root stays small (fewer than 40 names).
 //!
@@ -170,23 +171,33 @@ fn remat_listing() -> BTreeSet<String> {
     names
 }
 
-const BEGIN: &str = "<!-- api:begin -->";
-const END: &str = "<!-- api:end -->";
+/// The listing of `remat_runtime`, the crate `remat` re-exports, as its
+/// own root shows it (some of its names sit elsewhere in `remat`).
+fn runtime_listing() -> BTreeSet<String> {
+    let mut runtime = Listing::default();
+    list(
+        &root().join("remat_runtime/src/lib.rs"),
+        "remat_runtime",
+        &mut runtime,
+    );
+    runtime.names
+}
 
-#[test]
-fn the_public_api_is_the_one_docs_api_md_lists() {
-    let listing: Vec<String> = remat_listing().into_iter().collect();
+/// Compares `listing` with the block of docs/api.md between `begin` and
+/// `end`, or writes it there under `REMAT_API_OVERWRITE`.
+fn check_block(listing: BTreeSet<String>, begin: &str, end: &str) {
+    let listing: Vec<String> = listing.into_iter().collect();
     let doc_path = root().join("docs/api.md");
     let doc = std::fs::read_to_string(&doc_path).expect("docs/api.md");
     let (head, rest) = doc
-        .split_once(BEGIN)
-        .expect("docs/api.md has the api:begin marker");
+        .split_once(begin)
+        .unwrap_or_else(|| panic!("docs/api.md has no {begin} marker"));
     let (block, tail) = rest
-        .split_once(END)
-        .expect("docs/api.md has the api:end marker");
+        .split_once(end)
+        .unwrap_or_else(|| panic!("docs/api.md has no {end} marker"));
     let expected = format!("\n```text\n{}\n```\n", listing.join("\n"));
     if std::env::var_os("REMAT_API_OVERWRITE").is_some() {
-        std::fs::write(&doc_path, format!("{head}{BEGIN}{expected}{END}{tail}")).unwrap();
+        std::fs::write(&doc_path, format!("{head}{begin}{expected}{end}{tail}")).unwrap();
         return;
     }
     let listed: Vec<&str> = block
@@ -203,8 +214,22 @@ fn the_public_api_is_the_one_docs_api_md_lists() {
         .collect();
     assert!(
         added.is_empty() && removed.is_empty(),
-        "the public API differs from docs/api.md\n  new: {added:?}\n  gone: {removed:?}\n\
+        "the public API differs from docs/api.md ({begin})\n  new: {added:?}\n  gone: {removed:?}\n\
          if intended, run `REMAT_API_OVERWRITE=1 cargo test --test api` and review the diff"
+    );
+}
+
+#[test]
+fn the_public_api_is_the_one_docs_api_md_lists() {
+    check_block(remat_listing(), "<!-- api:begin -->", "<!-- api:end -->");
+}
+
+#[test]
+fn the_runtime_crates_root_is_the_one_docs_api_md_lists() {
+    check_block(
+        runtime_listing(),
+        "<!-- api-runtime:begin -->",
+        "<!-- api-runtime:end -->",
     );
 }
 

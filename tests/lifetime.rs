@@ -57,7 +57,7 @@ fn a_graph_dropped_without_backward_frees_its_checkpoints() {
     let kept = Arc::new(std::sync::Mutex::new(None));
     let k = kept.clone();
     let y = checkpoint("c").call(&x, move |x| {
-        // exp keeps its result (a Save region's save) and it is persisted.
+        // exp keeps its result (a Save region's save) and it is kept.
         let a = region("p", Policy::Save).call(&x, |x| (x * 2.0).exp());
         *k.lock().unwrap() = remat::storage::WeakStorage::new(&a);
         recompute_needs_tensor(&a);

@@ -3,8 +3,8 @@
 //! prediction for an assignment compares with the step time it adds over
 //! `none`, measured in interleaved rounds.
 
-use crate::planner::{plan_label, Variant};
 use crate::stats::{summary, Summary};
+use crate::variant::{plan_label, Variant};
 use remat::planner::{self, Choice, Plan, Profile};
 use remat_reference::model::ModelPolicy;
 

@@ -45,6 +45,7 @@ mod python;
 mod report;
 mod rust_side;
 mod stats;
+mod variant;
 
 use python::Peers;
 use remat_reference::model::{Config, ModelPolicy, Setup, DEEP, MEDIUM, POLICIES, SMALL};

@@ -9,7 +9,8 @@
 
 use crate::accuracy::{agreement, costs_line, hand_choices, median_prediction, Agreement};
 use crate::rust_side::{policy_name, step};
-use crate::stats::{ratios, summary};
+use crate::stats::ratios;
+use crate::variant::{plan_label, Runner, Variant};
 use remat::planner::{self, measure_kept_bytes, Choice, Plan};
 use remat_reference::model::{Config, ModelPolicy, Setup, POLICIES};
 use remat_reference::testing::assignments;
@@ -20,38 +21,6 @@ pub const SMALL_REPS: usize = 5;
 
 /// Steps per variant and round on the medium config (about a second each).
 pub const MEDIUM_REPS: usize = 2;
-
-/// What one variant runs: a hand policy, or the reference model's `Auto`
-/// regions under a plan.
-#[derive(Clone)]
-pub enum Runner {
-    Hand(ModelPolicy),
-    Plan(Box<Plan>),
-}
-
-/// One measured variant.
-#[derive(Clone)]
-pub struct Variant {
-    pub label: String,
-    pub runner: Runner,
-    /// Bytes kept at the forward→backward point, measured (remat's count).
-    pub bytes: i64,
-    /// The planner's prediction of those bytes, for plans.
-    pub predicted_bytes: Option<i64>,
-    /// Predicted replay time of a plan (or of a hand policy's assignment),
-    /// seconds.
-    pub predicted_replay: Option<f64>,
-    /// Its spread, seconds.
-    pub predicted_spread: Option<f64>,
-    /// Seconds per round (each the least of `reps` steps).
-    pub times: Vec<f64>,
-}
-
-impl Variant {
-    pub fn median(&self) -> f64 {
-        summary(&self.times).median
-    }
-}
 
 /// The small config's check: per budget, the plan against the best
 /// measured assignment within it (indexes into `assignments`).
@@ -114,25 +83,6 @@ fn hand_label(policy: ModelPolicy, layers: usize) -> String {
 
 fn choices_of(plan: &Plan) -> Vec<Choice> {
     plan.layers.iter().map(|l| l.choice.clone()).collect()
-}
-
-/// A short label: per layer `whole` or its regions' S/R, e.g. `SR / whole`.
-pub fn plan_label(plan: &Plan) -> String {
-    plan.layers
-        .iter()
-        .map(|l| {
-            if l.choice.checkpointed {
-                l.choice
-                    .save
-                    .iter()
-                    .map(|&s| if s { 'S' } else { 'R' })
-                    .collect()
-            } else {
-                "whole".to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" / ")
 }
 
 /// A profile with `runs` timing runs.

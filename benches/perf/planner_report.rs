@@ -2,10 +2,11 @@
 
 use crate::accuracy::extra_over;
 use crate::planner::{
-    best_hand_within, round_ratios, Frontier, SmallCheck, Variant, MEDIUM_REPS, SMALL_REPS,
+    best_hand_within, round_ratios, Frontier, SmallCheck, MEDIUM_REPS, SMALL_REPS,
 };
 use crate::report::ms_with;
 use crate::stats::{summary, Summary};
+use crate::variant::Variant;
 use remat_reference::numbers::mib;
 use std::fmt::Write;
 

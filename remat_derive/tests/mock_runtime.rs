@@ -1147,7 +1147,7 @@ fn consume(x: Tensor) -> Tensor {
 
 /// Only a `recompute` region hands bare code its output readable; the
 /// others hand it a `Saved`, whose metadata and views need no mark, and
-/// which bare code reads after `needs` (rules T1, T2 and T5). What used to
+/// which bare code reads after `needs` (docs/dsl.md, rules Y1, Y2 and Y5). What used to
 /// be the check's error is now a type error: without the `needs`, `&s + &r`
 /// below does not compile.
 #[test]
@@ -1231,7 +1231,7 @@ fn collection_outputs_are_wrapped_item_by_item() {
 }
 
 /// A region's arguments may be save outputs, which its body receives
-/// opened, unmarked: passing them to a region is the mark (rule T3).
+/// opened, unmarked: passing them to a region is the mark (docs/dsl.md, rule Y3).
 #[test]
 fn save_outputs_as_region_arguments() {
     take_log();
@@ -1264,7 +1264,7 @@ fn save_outputs_as_region_arguments() {
 }
 
 /// A save output returned from a checkpoint leaves it as a tensor, from
-/// every return position (rule T4).
+/// every return position (docs/dsl.md, rule Y4).
 #[checkpoint]
 fn branches(x: &Tensor, n: usize) -> (Tensor, Tensor) {
     remat! {

@@ -381,33 +381,22 @@ impl<T: OutputItem> RegionOutput for Vec<T> {
     }
 }
 
+/// A tuple of items is an output, as the item it is (its parts and its
+/// `Saved` form are the item's).
 macro_rules! tuple_outputs {
     ($($name:ident)+) => {
         impl<$($name: OutputItem),+> RegionOutput for ($($name,)+) {
             type Saved = ($($name::Saved,)+);
-            #[allow(non_snake_case)]
             fn into_saved(self) -> Self::Saved {
-                let ($($name,)+) = self;
-                ($($name.into_saved(),)+)
+                OutputItem::into_saved(self)
             }
-            #[allow(non_snake_case)]
             fn into_parts(self, layout: &mut Vec<usize>) -> Vec<Option<Tensor>> {
-                let ($($name,)+) = self;
                 let mut parts = Vec::with_capacity([$(stringify!($name)),+].len());
-                $($name.flatten_into(&mut parts, layout);)+
+                self.flatten_into(&mut parts, layout);
                 parts
             }
-            #[allow(non_snake_case)]
             fn from_parts(parts: Vec<Option<Tensor>>, layout: &[usize]) -> Result<Self> {
-                let n = parts.len();
-                let (mut it, mut lens) = (parts.into_iter(), layout.iter().copied());
-                $(let $name = $name::rebuild(&mut it, &mut lens)?;)+
-                if it.next().is_some() {
-                    return Err(Error::Internal(format!(
-                        "an output has more parts ({n}) than its shape needs"
-                    )));
-                }
-                Ok(($($name,)+))
+                from_item_parts(parts, layout)
             }
         }
     };
@@ -531,7 +520,7 @@ impl CheckpointInputs for &Vec<Tensor> {
         self.as_slice().flatten(out)
     }
     fn lens(&self, out: &mut Vec<usize>) {
-        out.push(self.len())
+        self.as_slice().lens(out)
     }
     fn rebuild(
         lens: &mut std::slice::Iter<'_, usize>,

@@ -38,8 +38,8 @@
 // `error`, `sync`, `fast_hash`), `bridge` (all unsafe code), `recorders`
 // (what the mechanism writes) and `hooks` (what users plug in),
 // `checkpointing` (the mechanism), `diagnostics` (what the runtime
-// reports, read only), `policies` (tables), `planner` (plans, which it
-// turns into tables).
+// reports, read only), `planner` (plans), `policies` (tables, their files
+// and a plan as a table).
 #[macro_use]
 mod arity;
 mod autocast;

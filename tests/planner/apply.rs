@@ -129,7 +129,7 @@ fn plan_files_round_trip_and_reproduce_the_run() {
     let plan =
         Plan::for_budget(&profile, least + (s.measure(ModelPolicy::None) - least) / 2).unwrap();
     let path = std::env::temp_dir().join(format!("remat-plan-{}.json", std::process::id()));
-    plan.save(&path).unwrap();
+    plan.save_file(&path).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("\"format\": \"remat-plan/1\""), "{text}");
     assert!(text.contains("\"layers.1\""), "{text}");

@@ -56,7 +56,7 @@ fn a_plan_for_another_model_names_what_differs() {
 
     // Wrong layer count.
     let path = std::env::temp_dir().join(format!("remat-plan-3-{}.json", std::process::id()));
-    plan.save(&path).unwrap();
+    plan.save_file(&path).unwrap();
     let err = Plan::load_for(&path, &profile).unwrap_err().to_string();
     std::fs::remove_file(&path).unwrap();
     assert!(

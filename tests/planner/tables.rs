@@ -142,7 +142,7 @@ fn plan_files_load_as_tables_and_tables_round_trip() {
         Plan::for_budget(&profile, least + (s.measure(ModelPolicy::None) - least) / 2).unwrap();
     let dir = std::env::temp_dir();
     let plan_path = dir.join(format!("remat-table-plan-{}.json", std::process::id()));
-    plan.save(&plan_path).unwrap();
+    plan.save_file(&plan_path).unwrap();
     let from_plan = PolicyTable::load_for(&plan_path, &list).unwrap();
     std::fs::remove_file(&plan_path).unwrap();
     assert_eq!(from_plan, plan.to_table());

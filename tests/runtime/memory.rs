@@ -46,11 +46,7 @@ fn saved_inputs_are_rebuilt_not_kept() {
     });
     let sin = &report.regions[0];
     assert_eq!(sin.rebuilt, ["saved.0"]);
-    assert_eq!(
-        sin.storages().count(),
-        1,
-        "only its persisted output: {report}"
-    );
+    assert_eq!(sin.storages().count(), 1, "only its kept output: {report}");
     assert!(sin.storages().all(|s| s.names == ["output.0"]));
     let lin = &report.regions[1];
     assert!(!lin.rebuilt.is_empty(), "{report}");

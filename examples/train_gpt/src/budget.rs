@@ -49,7 +49,7 @@ pub fn plan(
     }
     .map_err(|e| e.to_string())?;
     let path = opts.out.join("plan.json");
-    plan.save(&path)
+    plan.save_file(&path)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     eprintln!(
         "auto: profiled one step ({} forwards, {:.2} s); {plan}auto: plan written to {}",

@@ -29,21 +29,21 @@ pub enum FsdpEventKind {
 }
 
 impl FsdpEventKind {
+    /// The kind of the event code `fsdp.cpp` logs (its `Event` enum's order).
     pub(crate) fn from_code(code: i64) -> Option<FsdpEventKind> {
         use FsdpEventKind::*;
-        [
-            GatherLaunch,
-            GatherDone,
-            ForwardStart,
-            ForwardEnd,
-            BackwardStart,
-            ReduceLaunch,
-            ReduceDone,
-            Freed,
-            Prefetch,
-        ]
-        .get(usize::try_from(code).ok()?)
-        .copied()
+        Some(match code {
+            0 => GatherLaunch,
+            1 => GatherDone,
+            2 => ForwardStart,
+            3 => ForwardEnd,
+            4 => BackwardStart,
+            5 => ReduceLaunch,
+            6 => ReduceDone,
+            7 => Freed,
+            8 => Prefetch,
+            _ => return None,
+        })
     }
 }
 

@@ -19,8 +19,8 @@ use std::cell::RefCell;
 pub(crate) struct Sizes {
     /// `Save` regions (their records).
     pub records: usize,
-    /// Storages in the persist index.
-    pub persisted: usize,
+    /// Storages in the output index.
+    pub indexed: usize,
     /// Steps of the forward's path (docs/semantics.md, rule R11).
     pub steps: usize,
 }
@@ -114,7 +114,7 @@ mod tests {
     fn sizes_are_remembered_per_checkpoint() {
         let block = Sizes {
             records: 12,
-            persisted: 30,
+            indexed: 30,
             steps: 40,
         };
         reached(Some("block"), block);
@@ -123,15 +123,15 @@ mod tests {
             None,
             Sizes {
                 records: 1,
-                persisted: 2,
+                indexed: 2,
                 steps: 3,
             },
         );
         assert_eq!(last(Some("block")).records, 12);
-        assert_eq!(last(Some("block")).persisted, 30);
+        assert_eq!(last(Some("block")).indexed, 30);
         assert_eq!(last(Some("block")).steps, 40);
         assert_eq!(last(Some("head")).records, 0);
-        assert_eq!(last(None).persisted, 2);
+        assert_eq!(last(None).indexed, 2);
         assert_eq!(last(Some("never")).records, 0);
     }
 

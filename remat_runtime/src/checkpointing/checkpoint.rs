@@ -70,7 +70,7 @@ enum Enabled {
 }
 
 /// Whether strict recomputation is on for checkpoints that do not say: the
-/// environment variable `REMAT_STRICT_RECOMPUTE` (`1`, `true`, `on`), read once.
+/// environment variable `REMAT_STRICT_RECOMPUTE` (`1`, `true`, `on`, `yes`), read once.
 // docs/semantics.md, rule P5: the environment variable, read once; an
 // explicit `strict_recompute` wins (see `run`).
 fn strict_by_default() -> bool {
@@ -392,7 +392,7 @@ impl Checkpoint {
     }
 
     /// Saved-tensor hooks for this checkpoint (instead of those pushed
-    /// around it): they pack its inputs ([`SavedTensorKind::CheckpointInput`]),
+    /// around it): they pack its inputs ([`SavedTensorKind::CheckpointInput`](crate::SavedTensorKind::CheckpointInput)),
     /// the saves of its `Save` regions (`Backward`) and the `Save` outputs
     /// kept for replay (`SaveOutput`).
     ///

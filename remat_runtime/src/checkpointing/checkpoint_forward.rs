@@ -81,7 +81,7 @@ where
     // mode off: one plain run, no state.
     if call.how != Run::Checkpointed {
         timing::note_inputs(&flat);
-        // docs/dsl.md, rule T4: the body runs in its caller, whose
+        // docs/dsl.md, rule Y4: the body runs in its caller, whose
         // checkpoints are asked for a save output it returns (also where
         // the body unwraps its own return value, as `#[checkpoint]` does).
         let _plain = frame::enter_plain_body();
@@ -104,7 +104,7 @@ where
         state.name(),
         capacity::Sizes {
             records: state.records().len(),
-            persisted: lock(state.persist()).len(),
+            indexed: lock(state.output_index()).len(),
             steps: lock(state.path()).len(),
         },
     );

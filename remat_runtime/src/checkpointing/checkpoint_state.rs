@@ -12,7 +12,7 @@
 //! its own, with private fields, reached through one method here: the
 //! holders and their refill (`holders::Holders`, the stop rule included),
 //! the `Save` records (`save_region::records::Records`), the asks that keep
-//! outputs (`save_region::persist::PersistIndex`), the path
+//! outputs (`save_region::keep::OutputIndex`), the path
 //! (`path::Path`), the inputs (`inputs::SavedInputs`), the random state
 //! and the hooks told of recomputation. The mechanism that uses them lives
 //! in the files beside (`holder`, `replay`, `region`, `save_region`,
@@ -32,7 +32,7 @@ use crate::checkpointing::inputs::SavedInputs;
 use crate::checkpointing::path::Path;
 use crate::checkpointing::random_state::RandomState;
 use crate::checkpointing::recompute_start::Told;
-use crate::checkpointing::save_region::persist::PersistIndex;
+use crate::checkpointing::save_region::keep::OutputIndex;
 use crate::checkpointing::save_region::record::region_path;
 use crate::checkpointing::save_region::records::Records;
 use crate::error::Error;
@@ -84,9 +84,9 @@ pub(crate) struct CheckpointState {
     records: Mutex<Records>,
     /// The state hooks' snapshots at the forward's entry (rule H2).
     entry: Mutex<Snapshots>,
-    /// `Save` outputs by storage (its own lock: persisting runs user hooks,
+    /// `Save` outputs by storage (its own lock: keeping runs user hooks,
     /// which must not run under another of this state's locks).
-    persist: Mutex<PersistIndex>,
+    output_index: Mutex<OutputIndex>,
     /// The default generators as the forward found them (rule C14).
     random: RandomState,
     /// What the forward did that recomputation must do again, and the
@@ -137,7 +137,7 @@ impl CheckpointState {
             holders: Mutex::default(),
             records: Mutex::new(Records::with_capacity(sizes.records)),
             entry: Mutex::default(),
-            persist: Mutex::new(PersistIndex::with_capacity(sizes.persisted)),
+            output_index: Mutex::new(OutputIndex::with_capacity(sizes.indexed)),
             random,
             path: Mutex::new(Path::new(checks_path, sizes.steps, sizes.records)),
             told: Told::default(),
@@ -169,8 +169,8 @@ impl CheckpointState {
     }
 
     /// The `Save` outputs a consumer may ask for, by storage.
-    pub(crate) fn persist(&self) -> &Mutex<PersistIndex> {
-        &self.persist
+    pub(crate) fn output_index(&self) -> &Mutex<OutputIndex> {
+        &self.output_index
     }
 
     /// The forward's path, and a recomputation's place in it.

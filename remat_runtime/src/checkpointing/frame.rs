@@ -265,39 +265,34 @@ pub(crate) fn save_pack_of(state: &Arc<CheckpointState>) -> Option<Arc<dyn HookP
 /// The checkpoints whose forward is running on this thread, innermost
 /// first, without the innermost frame when `skip_innermost` (a value the
 /// innermost checkpoint returns leaves it: docs/semantics.md, rule K5).
-/// Inline for the usual one; allocates only when forwards nest.
 pub(crate) fn forward_states(
     skip_innermost: bool,
 ) -> (Option<Arc<CheckpointState>>, Vec<Arc<CheckpointState>>) {
-    FRAMES.with(|frames| {
-        let frames = frames.borrow();
-        let skip = usize::from(skip_innermost);
-        let mut found = frames
-            .iter()
-            .rev()
-            .skip(skip)
-            .filter(|f| f.phase == Phase::Forward)
-            .map(|f| f.state.clone());
-        let first = found.next();
-        (first, found.collect())
-    })
+    states_in(Phase::Forward, skip_innermost)
 }
 
 /// The checkpoints recomputing on this thread, innermost first, without the
 /// innermost frame when `skip_innermost`: those an ask made now is checked
-/// against (docs/semantics.md, rule R11). Inline for the usual one;
-/// allocates only when recomputations nest.
+/// against (docs/semantics.md, rule R11).
 pub(crate) fn recomputing_states(
+    skip_innermost: bool,
+) -> (Option<Arc<CheckpointState>>, Vec<Arc<CheckpointState>>) {
+    states_in(Phase::Recompute, skip_innermost)
+}
+
+/// The checkpoints of the frames in `phase`, innermost first. Inline for
+/// the usual one; allocates only when checkpoints of one phase nest.
+fn states_in(
+    phase: Phase,
     skip_innermost: bool,
 ) -> (Option<Arc<CheckpointState>>, Vec<Arc<CheckpointState>>) {
     FRAMES.with(|frames| {
         let frames = frames.borrow();
-        let skip = usize::from(skip_innermost);
         let mut found = frames
             .iter()
             .rev()
-            .skip(skip)
-            .filter(|f| f.phase == Phase::Recompute)
+            .skip(usize::from(skip_innermost))
+            .filter(|f| f.phase == phase)
             .map(|f| f.state.clone());
         let first = found.next();
         (first, found.collect())

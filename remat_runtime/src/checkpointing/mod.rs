@@ -2,15 +2,20 @@
 //! its regions, and its replay in backward.
 //!
 //! From the bottom up: `auto` (the decisions of the active plan),
-//! `capacity` (how big the per-region tables start), `checkpoint_state`
-//! (what one checkpoint call shares, and the node its inputs are saved on)
-//! with `determinism`, `frame` (which checkpoint and phase a thread runs),
-//! `holder` (the saved tensors autograd keeps, and the replay that refills
-//! them) with `early_stop` (where that replay may end), `save_region/`
-//! (everything of `Save` regions), `saved_tensors` (where a user's hook
-//! pair applies), `name_scope` (prefixes of region names), `region` (and
-//! asking checkpoints to keep what bare code reads), `needs`, and
-//! `checkpoint` (the public builder and the forward).
+//! `capacity` (how big the per-region tables start), `determinism`,
+//! `early_stop` (where a recomputation may end: the stop rule),
+//! `random_state` (the generators kept), `path` (what recomputation must do
+//! again), `inputs` (the inputs' node), `holders` (the holders of one call
+//! and their refill), `tensor_hooks` (a user's pair) and `recompute_start`
+//! (the pairs told of recomputation), `checkpoint_state` (what one call
+//! shares: one owner per protocol), `frame` (which checkpoint and phase a
+//! thread runs), `saved_tensors` (where a user's pair applies), `holder`
+//! (the forward's hook: saves become holders, whose unpack starts the
+//! replay), `replay` (the replay), `save_region/` (everything of `Save`
+//! regions), `name_scope` (prefixes of region names), `region` (and asking
+//! checkpoints to keep what bare code reads), `needs`, `closure` (the bound
+//! on a checkpoint's closure), `checkpoint_forward` (a call's forward) and
+//! `checkpoint` (the public builder, its options resolved).
 
 pub(crate) mod auto;
 pub(crate) mod capacity;

@@ -14,7 +14,7 @@ use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::determinism::Determinism;
 use crate::checkpointing::frame::{self, Frame, Phase};
 use crate::checkpointing::path::{Asker, At, Step};
-use crate::checkpointing::save_region::persist::persist;
+use crate::checkpointing::save_region::keep::ask_producers;
 use crate::checkpointing::save_region::{
     forward as save_forward, rerun as save_rerun, serve as save_serve,
 };
@@ -296,6 +296,16 @@ impl Region {
         self.try_call(inputs, body).map(RegionOutput::into_saved)
     }
 
+    /// The region's arguments ask for the save outputs among them.
+    fn ask_for_arguments<I: RegionInput>(&self, inputs: &I) -> Result<()> {
+        ask(
+            inputs,
+            false,
+            &Asker::Argument(self.name.clone()),
+            self.location,
+        )
+    }
+
     fn run<I: RegionInput, O: RegionOutput>(
         &self,
         state: Arc<CheckpointState>,
@@ -310,29 +320,28 @@ impl Region {
                 // docs/semantics.md, rules K2 and K8: a Recompute region asks for the
                 // Save outputs (and views of them) it receives, of its own checkpoint
                 // (the innermost) and of those around it whose forward is running.
-                ask(
-                    &inputs,
-                    false,
-                    &Asker::Argument(self.name.clone()),
-                    self.location,
-                )?;
+                self.ask_for_arguments(&inputs)?;
                 let parts = crate::parts::into_parts(body(inputs));
                 // docs/semantics.md, rule R6: no fresh leaves as outputs.
                 save_forward::reject_grad_leaves(|| state.region_display(&self.name), &parts)?;
                 crate::parts::from_parts(parts)
             }
-            (Phase::Forward, Policy::Save) => {
-                save_forward::forward(&state, self.name.clone(), self.location, None, inputs, body)
+            // docs/semantics.md, rule O1: an Offload region is a Save region
+            // whose keeps move to `target`.
+            (Phase::Forward, Policy::Save | Policy::Offload(_)) => {
+                let target = match policy {
+                    Policy::Offload(target) => Some(target),
+                    _ => None,
+                };
+                save_forward::forward(
+                    &state,
+                    self.name.clone(),
+                    self.location,
+                    target,
+                    inputs,
+                    body,
+                )
             }
-            // docs/semantics.md, rule O1: a Save region whose keeps move.
-            (Phase::Forward, Policy::Offload(target)) => save_forward::forward(
-                &state,
-                self.name.clone(),
-                self.location,
-                Some(target),
-                inputs,
-                body,
-            ),
             (Phase::Recompute, Policy::Recompute) => {
                 // docs/semantics.md, rule R5: a name the forward ran as Save must not
                 // recompute now.
@@ -347,12 +356,7 @@ impl Region {
                 }
                 // docs/semantics.md, rule R11: its arguments ask as on the
                 // forward, checked against the forward's asks.
-                ask(
-                    &inputs,
-                    false,
-                    &Asker::Argument(self.name.clone()),
-                    self.location,
-                )?;
+                self.ask_for_arguments(&inputs)?;
                 Ok(body(inputs))
             }
             // docs/semantics.md, rule C16: run again for a closure that
@@ -413,7 +417,7 @@ pub(crate) fn ask<T: RegionInput + ?Sized>(
 ) -> Result<()> {
     let (first, more) = frame::forward_states(skip_innermost);
     for state in first.iter().chain(&more) {
-        persist(state.persist(), state.path(), &value, by, at)?;
+        ask_producers(state.output_index(), state.path(), &value, by, at)?;
     }
     let (first, more) = frame::recomputing_states(skip_innermost);
     for state in first.iter().chain(&more) {

@@ -4,7 +4,7 @@
 //! Outside a checkpoint a pair applies to every tensor autograd saves. Inside
 //! one, what autograd saves in bare code and `Recompute` regions is the
 //! checkpoint's own business (it becomes a holder); the pair applies to the
-//! checkpoint's inputs, to the saves of `Save` regions and to persisted
+//! checkpoint's inputs, to the saves of `Save` regions and to kept
 //! `Save` outputs, and [`current_saved_tensor_info`] tells the pack hook which.
 //!
 //! Invariant: `LEVELS` mirrors libtorch's per-thread hook stack level for

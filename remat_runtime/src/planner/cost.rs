@@ -155,6 +155,26 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// A profile of `layers` (each of kind `layer_kind[i]` of `kinds`)
+    /// before any run: no copy, gathered or backward measure yet.
+    pub(crate) fn unmeasured(
+        baseline_bytes: i64,
+        layers: Vec<String>,
+        layer_kind: Vec<usize>,
+        kinds: Vec<LayerKind>,
+    ) -> Profile {
+        Profile {
+            baseline_bytes,
+            layers,
+            layer_kind,
+            kinds,
+            runs: 0,
+            copy: None,
+            gathered_bytes: 0,
+            backward: None,
+        }
+    }
+
     /// The kind of the layer named `name`.
     ///
     /// ```no_run

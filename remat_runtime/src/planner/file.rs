@@ -213,14 +213,15 @@ impl Plan {
         })
     }
 
-    /// Writes [`Plan::to_json`] to `path`.
+    /// Writes [`Plan::to_json`] to `path` (the name `PolicyTable::save_file`
+    /// has too: `PolicyTable::save` is the `Save` policy).
     ///
     /// ```no_run
     /// # fn f(plan: &remat_runtime::planner::Plan) {
-    /// plan.save("plan.json").unwrap();
+    /// plan.save_file("plan.json").unwrap();
     /// # }
     /// ```
-    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+    pub fn save_file(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         std::fs::write(path, self.to_json())
             .map_err(|e| Error::Plan(format!("cannot write {}: {e}", path.display())))

@@ -212,16 +212,7 @@ fn profile_inner(
         .collect();
 
     // One run per choice of each kind, on its first member.
-    let mut profile = Profile {
-        baseline_bytes,
-        layers,
-        layer_kind,
-        kinds,
-        runs: 0,
-        copy: None,
-        gathered_bytes: 0,
-        backward: None,
-    };
+    let mut profile = Profile::unmeasured(baseline_bytes, layers, layer_kind, kinds);
     for (k, c, choices) in profile.one_changed() {
         let table = profile.table("the profiler's plan".into(), &choices);
         let bytes = run(Some(Arc::new(table)), None);
@@ -588,15 +579,20 @@ mod tests {
         assert_eq!(tail(false, [false, false]), 0);
     }
 
+    /// The early-stopping call, named as a layer.
+    fn layer_call() -> CheckpointCall {
+        CheckpointCall {
+            name: Some("layers.0".into()),
+            ..call(true)
+        }
+    }
+
     #[test]
     // docs/semantics.md, rule C17: a forward time holds the tail an
     // early-stopped replay skips, so it is taken off; measured steps already
     // skipped it, so it is not taken off twice.
     fn the_tail_comes_off_forward_times_only() {
-        let call = CheckpointCall {
-            name: Some("layers.0".into()),
-            ..call(true)
-        };
+        let call = layer_call();
         let (layers, mut kinds, _) = structure(std::slice::from_ref(&call), false).unwrap();
         let kind = &mut kinds[0];
         let tails = time_kind(kind, &layers, &[vec![call]]);
@@ -628,10 +624,7 @@ mod tests {
     fn an_offloading_choice_costs_its_twin_plus_the_copy() {
         use super::{moved_bytes, CopyCost, Profile};
         use crate::planner::estimate::Estimate;
-        let call = CheckpointCall {
-            name: Some("layers.0".into()),
-            ..call(true)
-        };
+        let call = layer_call();
         let (layers, mut kinds, layer_kind) = structure(std::slice::from_ref(&call), true).unwrap();
         assert_eq!(
             kinds[0].choices.len(),
@@ -646,16 +639,7 @@ mod tests {
                 .map(|r| 100 << r)
                 .sum();
         }
-        let mut profile = Profile {
-            baseline_bytes: 0,
-            layers,
-            layer_kind,
-            kinds,
-            runs: 0,
-            copy: None,
-            gathered_bytes: 0,
-            backward: None,
-        };
+        let mut profile = Profile::unmeasured(0, layers, layer_kind, kinds);
         moved_bytes(&mut profile);
         let copy = CopyCost {
             bytes: 100,

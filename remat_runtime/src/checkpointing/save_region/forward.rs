@@ -1,13 +1,13 @@
 //! A `Save` region on the forward: its body runs once with its saves kept
 //! (through the record's pack hooks), its outputs are registered in the
-//! persist index, and those resident anyway are kept at once.
+//! output index, and those resident anyway are kept at once.
 //!
 //! Invariant: the body runs with its `SaveRecord` as its frame's save pack,
 //! so the checkpoint's forward hook hands every save of the body to it and
 //! nothing the body saves becomes a holder.
 //!
 //! docs/semantics.md rules kept here: S1 (the body's saves are kept), S3-S5
-//! (what the inputs allow to rebuild), S7 (the persist index), S8 (outputs
+//! (what the inputs allow to rebuild), S7 (the output index), S8 (outputs
 //! resident anyway), S9 (the exit snapshot), S10 (output metadata), R6 (no
 //! fresh leaves), T4 and K7 (the pair and context for kept outputs).
 
@@ -77,13 +77,13 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     }
     for i in eager {
         if let Some(t) = &parts[i] {
-            record.persist(i, t, true, false)?;
+            record.keep(i, t, true, false)?;
         }
     }
     crate::parts::from_parts(parts)
 }
 
-/// Registers the outputs in the persist index (rule S7), before the record
+/// Registers the outputs in the output index (rule S7), before the record
 /// has them: only this thread can ask for them before the forward returns.
 fn register(
     state: &CheckpointState,
@@ -91,10 +91,10 @@ fn register(
     parts: &[Option<Tensor>],
     outputs: &[Output],
 ) {
-    let mut persist = lock(state.persist());
+    let mut index = lock(state.output_index());
     for (i, (t, o)) in parts.iter().zip(outputs).enumerate() {
         if let (Some(t), Some(spec)) = (t, o.spec()) {
-            persist.register(record, i, t, spec.meta.storage);
+            index.register(record, i, t, spec.meta.storage);
         }
     }
 }
@@ -125,12 +125,12 @@ fn end_body(
 /// docs/semantics.md, rules S3 and S5: what each tensor input was at entry,
 /// and whether it is (a view of) a Save output, which is never rebuilt from.
 fn input_infos<I: RegionInput>(state: &CheckpointState, inputs: &I) -> Vec<InputInfo> {
-    let persist = lock(state.persist());
+    let index = lock(state.output_index());
     // Visited in place: no handle is cloned per input.
-    let (mut infos, mut index) = (Vec::new(), 0);
+    let (mut infos, mut at) = (Vec::new(), 0);
     inputs.visit(&mut |t| {
-        infos.extend(InputInfo::new(index, t, persist.contains(t)));
-        index += 1;
+        infos.extend(InputInfo::new(at, t, index.contains(t)));
+        at += 1;
     });
     infos
 }

@@ -127,7 +127,7 @@ pub(crate) struct Output {
     /// A consumer asked for it (a `Recompute` region or
     /// `recompute_needs_tensor`), as opposed to kept because it is resident
     /// anyway. Strict recomputation serves only these.
-    requested: bool,
+    asked: bool,
     /// The storage of what the latest recomputation served for it, pinned
     /// so that its address names no other storage while the path check
     /// looks values up by it (docs/semantics.md, rule R11).
@@ -140,7 +140,7 @@ impl Output {
         Output {
             spec,
             slot: None,
-            requested: false,
+            asked: false,
             served: None,
         }
     }
@@ -155,14 +155,14 @@ impl Output {
     }
 
     /// Whether a consumer asked for it (rule P5).
-    pub(crate) fn requested(&self) -> bool {
-        self.requested
+    pub(crate) fn asked(&self) -> bool {
+        self.asked
     }
 
-    /// Notes an ask (`requested`) or a keep because it is resident anyway;
+    /// Notes an ask (`asked`) or a keep because it is resident anyway;
     /// whether a value is still to be kept (rule K6: asking twice keeps once).
-    pub(crate) fn ask(&mut self, requested: bool) -> bool {
-        self.requested |= requested;
+    pub(crate) fn ask(&mut self, asked: bool) -> bool {
+        self.asked |= asked;
         self.slot.is_none()
     }
 
@@ -209,7 +209,7 @@ pub(crate) struct OutputSpec {
     pub storage: Option<WeakStorage>,
 }
 
-/// A persisted output.
+/// A kept output.
 pub(crate) enum Slot {
     /// A detached alias and its version when kept.
     Resident { value: Tensor, version: u32 },
@@ -244,7 +244,7 @@ pub(crate) struct Exit {
 }
 
 /// The mutable part of a [`SaveRecord`]: written by the body's pack hooks
-/// (`pack`), the region's exit (`forward`), the asks (`persist`) and the
+/// (`pack`), the region's exit (`forward`), the asks (`keep`) and the
 /// replay that skips it (`serve`), each through a method here.
 #[derive(Default)]
 pub(crate) struct RecordInner {
@@ -262,7 +262,7 @@ pub(crate) struct RecordInner {
     offloaded: usize,
     /// How many unnamed saves so far (the next is `saved.<unnamed>`).
     unnamed: usize,
-    /// The user's hooks at region entry, for persisted outputs (T4).
+    /// The user's hooks at region entry, for kept outputs (T4).
     output_hooks: Option<TensorHooks>,
 }
 

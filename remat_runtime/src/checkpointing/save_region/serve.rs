@@ -64,7 +64,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
             // docs/semantics.md, rule P5: kept only because it is resident
             // anyway, strict recomputation does not serve it, so that a read
             // nobody asked for fails here.
-            let slot = if strict && !out.requested() {
+            let slot = if strict && !out.asked() {
                 None
             } else {
                 out.for_serving(pop)

@@ -145,7 +145,7 @@ fn covered(mut spans: Vec<(i64, i64)>, nbytes: i64) -> i64 {
 }
 
 /// What `record`'s region keeps now: its saves kept as is and its resident
-/// persisted outputs, one entry per storage (billed whole); parameters on
+/// kept outputs, one entry per storage (billed whole); parameters on
 /// their own.
 pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
     let inner = record.inner();

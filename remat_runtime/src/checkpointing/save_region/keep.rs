@@ -1,4 +1,4 @@
-//! The persist index: which storages belong to `Save` outputs, so that a
+//! The output index: which storages belong to `Save` outputs, so that a
 //! consumer that replays can ask the producer to keep the value
 //! (docs/semantics.md, rules K1-K7: "Asking for a Save output").
 //!
@@ -36,14 +36,14 @@ struct Entries {
 
 /// Keyed by storage: any view of a `Save` output finds its producer.
 #[derive(Default)]
-pub(crate) struct PersistIndex {
+pub(crate) struct OutputIndex {
     map: FastMap<StorageKey, Entries>,
 }
 
-impl PersistIndex {
+impl OutputIndex {
     /// An index with room for `storages` before it grows.
     pub(crate) fn with_capacity(storages: usize) -> Self {
-        PersistIndex {
+        OutputIndex {
             map: FastMap::with_capacity_and_hasher(storages, Default::default()),
         }
     }
@@ -106,10 +106,10 @@ impl PersistIndex {
 }
 
 /// Asks the producers of the tensors in `inputs` (those that are `Save`
-/// outputs in a checkpoint's persist `index`, or views of one) to keep them
+/// outputs in a checkpoint's output `index`, or views of one) to keep them
 /// for replay, and notes each ask on that checkpoint's `path` (rule R11).
-pub(crate) fn persist(
-    index: &Mutex<PersistIndex>,
+pub(crate) fn ask_producers(
+    index: &Mutex<OutputIndex>,
     path: &Mutex<Path>,
     inputs: &impl RegionInput,
     by: &Asker,
@@ -138,24 +138,24 @@ pub(crate) fn persist(
         });
         first.into_iter().chain(more)
     };
-    // Persisting may run the user's pack hook: not under the state's lock.
+    // Keeping may run the user's pack hook: not under the state's lock.
     for (record, slot, source, is_output) in found {
-        record.persist(slot, &source, is_output, true)?;
+        record.keep(slot, &source, is_output, true)?;
         lock(path).record(Step::ask(record, slot, by.clone(), at));
     }
     Ok(())
 }
 
 impl SaveRecord {
-    /// Keeps output `slot` for replay (idempotent); `requested` says that a
+    /// Keeps output `slot` for replay (idempotent); `asked` says that a
     /// consumer asked for it. `source` is the output itself (`is_output`),
     /// or a tensor on its storage from which it is rebuilt.
-    pub(crate) fn persist(
+    pub(crate) fn keep(
         &self,
         slot: usize,
         source: &Tensor,
         is_output: bool,
-        requested: bool,
+        asked: bool,
     ) -> Result<()> {
         let mut inner = self.inner();
         let Some(out) = inner.outputs_mut().get_mut(slot) else {
@@ -163,7 +163,7 @@ impl SaveRecord {
         };
         // docs/semantics.md, rules K6 (asking twice keeps once) and P5 (what was
         // asked for, as opposed to resident anyway).
-        if !out.ask(requested) {
+        if !out.ask(asked) {
             return Ok(());
         }
         let value = match (out.spec(), is_output) {
