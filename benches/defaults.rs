@@ -8,7 +8,7 @@
 //! interquartile range and the ratio. `cargo bench --bench defaults
 //! [ROUNDS]`; docs/performance.md ("The safe defaults") records a run.
 
-use remat::{checkpoint, needs, region, Determinism, Policy};
+use remat::{checkpoint, needs, region, Checkpoint, Determinism, Policy};
 use remat_reference::model::{block_body, Block, Model, ModelPolicy, MEDIUM, SMALL};
 use std::time::{Duration, Instant};
 use tch::{kind::FLOAT_CPU, Kind, Tensor};
@@ -30,12 +30,21 @@ struct Switch {
 }
 
 impl Switch {
-    fn determinism(self) -> Determinism {
-        if self.path {
+    /// Checkpoint `c` with the random state and the path check as switched.
+    fn checkpoint(self) -> Checkpoint {
+        self.named("c")
+    }
+
+    /// Checkpoint `name`, likewise.
+    fn named(self, name: impl Into<String>) -> Checkpoint {
+        let determinism = if self.path {
             Determinism::Metadata
         } else {
             Determinism::None
-        }
+        };
+        checkpoint(name)
+            .preserve_rng_state(self.rng)
+            .determinism(determinism)
     }
 }
 
@@ -52,13 +61,10 @@ fn checkpoints(s: Switch, draw: bool) -> Duration {
     timed(|| {
         let mut h = x.shallow_clone();
         for _ in 0..CHAIN {
-            h = checkpoint("c")
-                .preserve_rng_state(s.rng)
-                .determinism(s.determinism())
-                .call(
-                    &h,
-                    move |h| if draw { h.dropout(0.5, true) } else { h.sin() },
-                );
+            h = s.checkpoint().call(
+                &h,
+                move |h| if draw { h.dropout(0.5, true) } else { h.sin() },
+            );
         }
         h.sum(Kind::Float).backward();
     })
@@ -70,17 +76,14 @@ fn checkpoints(s: Switch, draw: bool) -> Duration {
 fn save_regions(s: Switch) -> Duration {
     let x = Tensor::ones([4], FLOAT_CPU).set_requires_grad(true);
     timed(|| {
-        let y = checkpoint("c")
-            .preserve_rng_state(s.rng)
-            .determinism(s.determinism())
-            .call(&x, |x| {
-                let mut h = x;
-                for i in 0..CHAIN {
-                    let a = region(format!("s{i}"), Policy::Save).call_saved(&h, |h| h.sin());
-                    h = needs(a);
-                }
-                h
-            });
+        let y = s.checkpoint().call(&x, |x| {
+            let mut h = x;
+            for i in 0..CHAIN {
+                let a = region(format!("s{i}"), Policy::Save).call_saved(&h, |h| h.sin());
+                h = needs(a);
+            }
+            h
+        });
         y.sum(Kind::Float).backward();
     })
 }
@@ -90,16 +93,13 @@ fn save_regions(s: Switch) -> Duration {
 fn recompute_regions(s: Switch) -> Duration {
     let x = Tensor::ones([4], FLOAT_CPU).set_requires_grad(true);
     timed(|| {
-        let y = checkpoint("c")
-            .preserve_rng_state(s.rng)
-            .determinism(s.determinism())
-            .call(&x, |x| {
-                let mut h = x.sin();
-                for i in 0..2 * CHAIN {
-                    h = region(format!("r{i}"), Policy::Recompute).call(&h, |h| h * 1.0);
-                }
-                h
-            });
+        let y = s.checkpoint().call(&x, |x| {
+            let mut h = x.sin();
+            for i in 0..2 * CHAIN {
+                h = region(format!("r{i}"), Policy::Recompute).call(&h, |h| h * 1.0);
+            }
+            h
+        });
         y.sum(Kind::Float).backward();
     })
 }
@@ -111,9 +111,8 @@ fn model_step(blocks: &[Block], x: &Tensor, policy: ModelPolicy, s: Switch) -> D
         let mut h = x.shallow_clone();
         for (i, b) in blocks.iter().enumerate() {
             let p = b.shallow();
-            h = checkpoint(format!("layers.{i}"))
-                .preserve_rng_state(s.rng)
-                .determinism(s.determinism())
+            h = s
+                .named(format!("layers.{i}"))
                 .call(&h, move |x| block_body(&p, &x, policy));
         }
         h.sum(Kind::Float).backward();
@@ -158,13 +157,8 @@ fn report(what: &str, per: f64, unit: &str, (off, on): (Vec<f64>, Vec<f64>)) {
 fn main() {
     tch::set_num_threads(1);
     tch::manual_seed(0);
-    // `cargo bench` appends `--bench`; `cargo test --all-targets` runs the
-    // bench without it, as a smoke test: one round, the small config.
-    let benching = std::env::args().any(|a| a == "--bench");
-    let rounds = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(if benching { 31 } else { 1 });
+    // A smoke test of one round, the small config, unless `cargo bench`.
+    let (benching, rounds) = remat_reference::numbers::bench_rounds(31);
     let rng = |on| Switch {
         rng: on,
         path: true,

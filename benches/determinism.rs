@@ -91,13 +91,8 @@ fn report(what: &str, unit: f64, label: &str, none: Vec<f64>, meta: Vec<f64>) {
 fn main() {
     tch::set_num_threads(1);
     tch::manual_seed(0);
-    // `cargo bench` appends `--bench`; `cargo test --all-targets` runs the
-    // bench without it, as a smoke test: one round, the small config.
-    let benching = std::env::args().any(|a| a == "--bench");
-    let rounds = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(if benching { 31 } else { 1 });
+    // A smoke test of one round, the small config, unless `cargo bench`.
+    let (benching, rounds) = remat_reference::numbers::bench_rounds(31);
     // Warm up allocator and libtorch's kernels.
     for _ in 0..(if benching { 3 } else { 0 }) {
         chain(Determinism::None);

@@ -91,3 +91,21 @@ pub fn median<T: PartialOrd>(values: impl IntoIterator<Item = T>) -> Option<T> {
     v.select_nth_unstable_by(middle, |a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
     Some(v.swap_remove(middle))
 }
+
+/// How a small benchmark binary was started: `benching` when `cargo bench`
+/// ran it (it appends `--bench`), else a smoke test of one round (`cargo
+/// test --all-targets` runs benches without it); `rounds` is the first
+/// number on the command line, else `default` when benching.
+///
+/// ```
+/// let (benching, rounds) = remat_reference::numbers::bench_rounds(31);
+/// assert_eq!(rounds, if benching { 31 } else { 1 });
+/// ```
+pub fn bench_rounds(default: usize) -> (bool, usize) {
+    let benching = std::env::args().any(|a| a == "--bench");
+    let rounds = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(if benching { default } else { 1 });
+    (benching, rounds)
+}

@@ -29,34 +29,30 @@ impl Leaky for Block {
     /// ui-tests/fail/bare_read.rs.
     #[checkpoint(name = [format!("layers.{}", self.index)])]
     fn leaky(&self, x: &Tensor) -> Tensor {
-        let h = self.ln1.forward(x);
-        remat! { let attn = save attention: self.attention.forward(&h); }
-        let attn = match attn.on_forward() {
-            Some(attn) => attn,
-            None => needs(attn),
-        };
-        remat! {
-            let x = residual(x, &attn);
-            let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));
-        }
-        x + m
+        leaky_body(self, x)
     }
 
     /// The same, with the path check off: only the count of saves is checked.
     #[checkpoint(name = [format!("layers.{}", self.index)], determinism = None)]
     fn leaky_unchecked(&self, x: &Tensor) -> Tensor {
-        let h = self.ln1.forward(x);
-        remat! { let attn = save attention: self.attention.forward(&h); }
-        let attn = match attn.on_forward() {
-            Some(attn) => attn,
-            None => needs(attn),
-        };
-        remat! {
-            let x = residual(x, &attn);
-            let m = recompute mlp: self.mlp.forward(&self.ln2.forward(&x));
-        }
-        x + m
+        leaky_body(self, x)
     }
+}
+
+/// The body of both: `attn` read through `on_forward`, marked only where
+/// replay reaches.
+fn leaky_body(block: &Block, x: &Tensor) -> Tensor {
+    let h = block.ln1.forward(x);
+    remat! { let attn = save attention: block.attention.forward(&h); }
+    let attn = match attn.on_forward() {
+        Some(attn) => attn,
+        None => needs(attn),
+    };
+    remat! {
+        let x = residual(x, &attn);
+        let m = recompute mlp: block.mlp.forward(&block.ln2.forward(&x));
+    }
+    x + m
 }
 
 /// The same mistake with the runtime API: no `recompute_needs_tensor`.

@@ -5,7 +5,8 @@
 //! cannot see (values that differ on one path only) is left to
 //! `Determinism::Bitwise` (docs/dsl.md, rule Y8), which reports it.
 
-use crate::common::{assert_bitwise, input};
+use crate::common::input;
+use crate::plain::{same_as_plain, teach};
 use remat::autograd::backward_with;
 use remat::{
     checkpoint, is_recomputing, needs, recompute_needs_tensor, region, Determinism, Policy, Saved,
@@ -14,29 +15,6 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use tch::{Kind, Tensor};
-
-fn teach(x: &Tensor) -> Tensor {
-    x * 3.0 + 1.0
-}
-
-fn same_as_plain(what: &str, body: fn(Tensor) -> Tensor) {
-    let plain = {
-        let x = input();
-        checkpoint("c")
-            .enabled(false)
-            .call(&x, body)
-            .sum(Kind::Float)
-            .backward();
-        x.grad()
-    };
-    for strict in [false, true] {
-        let x = input();
-        let y = checkpoint("c").strict_recompute(strict).call(&x, body);
-        backward_with(&y.sum(Kind::Float), false)
-            .unwrap_or_else(|e| panic!("{what}, strict {strict}: {e}"));
-        assert_bitwise(&x.grad(), &plain, &format!("{what}, strict {strict}"));
-    }
-}
 
 fn error_of(ckpt: remat::Checkpoint, body: impl Fn(Tensor) -> Tensor + Send + 'static) -> String {
     let x = input();
@@ -50,7 +28,7 @@ fn error_of(ckpt: remat::Checkpoint, body: impl Fn(Tensor) -> Tensor + Send + 's
 // rule K9: a view of another dtype over a detach: the output comes back
 // in its own dtype.
 fn a_view_of_another_dtype_asks_for_the_output() {
-    same_as_plain("view_dtype of a detach", |x| {
+    same_as_plain("view_dtype of a detach", &[false, true], |x| {
         let t = region("r", Policy::Save)
             .call(&x, teach)
             .detach()
@@ -63,7 +41,7 @@ fn a_view_of_another_dtype_asks_for_the_output() {
 #[test]
 // rule K9: a non-contiguous output, rebuilt with its strides.
 fn a_transposed_output_through_a_detach() {
-    same_as_plain("transposed output", |x| {
+    same_as_plain("transposed output", &[false, true], |x| {
         let t = region("r", Policy::Save)
             .call_saved(&x, |x| teach(x).transpose(0, 1))
             .detach();
@@ -76,7 +54,7 @@ fn a_transposed_output_through_a_detach() {
 // rules K6 and K9: two outputs on one storage; only a detach of the second
 // lives. Both come back (one ask keeps every output on the storage).
 fn outputs_sharing_a_storage_asked_through_one_detach() {
-    same_as_plain("chunks of one storage", |x| {
+    same_as_plain("chunks of one storage", &[false, true], |x| {
         let parts: Vec<Saved<Tensor>> =
             region("r", Policy::Save).call_saved(&x, |x| teach(x).chunk(2, 0));
         let second = parts.into_iter().nth(1).expect("two chunks").detach();

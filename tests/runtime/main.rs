@@ -18,6 +18,7 @@ mod offload;
 mod options;
 mod outputs;
 mod path;
+mod plain;
 mod recompute_start;
 mod rules;
 mod threads;

@@ -6,16 +6,12 @@
 //! early stop checks the path up to the stop.
 
 use crate::common::{assert_bitwise, input};
+use crate::plain::{same_as_plain, teach};
 use remat::autograd::backward_with;
 use remat::io::Arg;
 use remat::policies::PolicyTable;
 use remat::{checkpoint, is_recomputing, needs, recompute_needs_tensor, region, Policy, Saved};
 use tch::{Kind, Tensor};
-
-/// Saves nothing of its output: the output is kept only when asked for.
-fn teach(x: &Tensor) -> Tensor {
-    x * 3.0 + 1.0
-}
 
 /// The error of the backward through `body` in checkpoint `c`.
 fn divergence(body: fn(Tensor) -> Tensor) -> String {
@@ -34,23 +30,6 @@ fn assert_names(err: &str, parts: &[&str]) {
     for part in parts {
         assert!(err.contains(part), "missing `{part}` in: {err}");
     }
-}
-
-/// `body` in a checkpoint gives the gradients it gives without one.
-fn same_as_plain(what: &str, body: fn(Tensor) -> Tensor) {
-    let plain = {
-        let x = input();
-        checkpoint("c")
-            .enabled(false)
-            .call(&x, body)
-            .sum(Kind::Float)
-            .backward();
-        x.grad()
-    };
-    let x = input();
-    let y = checkpoint("c").call(&x, body);
-    backward_with(&y.sum(Kind::Float), false).unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert_bitwise(&x.grad(), &plain, what);
 }
 
 #[test]
@@ -73,7 +52,7 @@ fn a_region_only_recomputation_enters() {
             "the last step both took: it entered region `c::a` (`save`, 1 tensor input) at tests/runtime/path.rs:",
         ],
     );
-    same_as_plain("the region on both paths", |x| {
+    same_as_plain("the region on both paths", &[false], |x| {
         let a = region("a", Policy::Save).call_saved(&x, teach);
         let a = region("fallback", Policy::Recompute).call(a, |a| a * 1.0);
         (&x * a).sin()
@@ -113,7 +92,7 @@ fn an_argument_only_recomputation_passes() {
             "where its forward entered region `c::use` (`save`, 1 tensor input)",
         ],
     );
-    same_as_plain("the argument on both paths", |x| {
+    same_as_plain("the argument on both paths", &[false], |x| {
         let a = region("a", Policy::Save).call_saved(&x, teach);
         let y = region("use", Policy::Recompute).call((Arg(&x), Arg(Some(&a))), |(x, e)| {
             x.sin() + e.unwrap().sum(Kind::Float)
@@ -145,7 +124,7 @@ fn one_mark_more_than_the_forward_made() {
             "after it entered region `c::qkv` (`save`, 1 tensor input) at tests/runtime/path.rs:",
         ],
     );
-    same_as_plain("the same marks on both paths", |x| {
+    same_as_plain("the same marks on both paths", &[false], |x| {
         let a = region("qkv", Policy::Save).call_saved(&x, teach);
         let mut acc = x.sin();
         for chunk in a.chunk(2, 1) {
@@ -180,7 +159,7 @@ fn a_mutable_mark_only_recomputation_makes() {
 #[test]
 // docs/semantics.md, rule R11: the same mutable mark on both paths.
 fn a_mutable_mark_on_both_paths_is_the_plain_model() {
-    same_as_plain("mutable mark on both paths", |x| {
+    same_as_plain("mutable mark on both paths", &[false], |x| {
         let mut a = region("a", Policy::Save).call_saved(&x, teach);
         *needs(&mut a) = needs(&mut a).cos();
         let y = region("use", Policy::Recompute).call(&a, |a| a.sin());
@@ -279,7 +258,7 @@ fn a_checkpoint_only_recomputation_calls() {
 // docs/semantics.md, rule R11: what only the forward does is allowed: a
 // mark it alone makes, and logging from `on_forward()`.
 fn forward_only_marks_and_logging_are_allowed() {
-    same_as_plain("forward-only mark and logging", |x| {
+    same_as_plain("forward-only mark and logging", &[false], |x| {
         let a: Saved<Tensor> = region("a", Policy::Save).call_saved(&x, teach);
         if let Some(seen) = a.on_forward() {
             assert!(seen.size() == [2, 2]);

@@ -6,42 +6,16 @@
 //! gradients are the plain model's, under strict recomputation and without
 //! it (docs/semantics.md, rule K9).
 
-use crate::common::{assert_bitwise, input};
+use crate::common::input;
+use crate::plain::{same_as_plain, teach};
 use remat::{checkpoint, needs, recompute_needs_tensor, region, Policy, Saved};
 use tch::{Kind, Tensor};
-
-/// The save regions' bodies save nothing of their outputs (`x * 3 + 1`),
-/// so nothing keeps an output unless it is asked for.
-fn teach(x: &Tensor) -> Tensor {
-    x * 3.0 + 1.0
-}
-
-/// `body` in a checkpoint (strict or not) and without one: the gradients of
-/// `x` must be equal bit for bit.
-fn same_as_plain(what: &str, body: fn(Tensor) -> Tensor) {
-    let plain = {
-        let x = input();
-        checkpoint("c")
-            .enabled(false)
-            .call(&x, body)
-            .sum(Kind::Float)
-            .backward();
-        x.grad()
-    };
-    for strict in [false, true] {
-        let x = input();
-        let y = checkpoint("c").strict_recompute(strict).call(&x, body);
-        let result = y.sum(Kind::Float).f_backward();
-        assert!(result.is_ok(), "{what}, strict {strict}: {result:?}");
-        assert_bitwise(&x.grad(), &plain, &format!("{what}, strict {strict}"));
-    }
-}
 
 #[test]
 // docs/semantics.md, rule K9: a stop-gradient target, marked through its
 // `detach()` once the output itself is gone.
 fn a_detached_save_output_marked_with_needs() {
-    same_as_plain("needs of a detach", |x| {
+    same_as_plain("needs of a detach", &[false, true], |x| {
         let t = region("teacher", Policy::Save)
             .call_saved(&x, teach)
             .detach();
@@ -53,7 +27,7 @@ fn a_detached_save_output_marked_with_needs() {
 #[test]
 // docs/semantics.md, rules K4 and K9: the untyped API.
 fn a_detached_output_of_the_untyped_api_asked_for() {
-    same_as_plain("recompute_needs_tensor of a detach", |x| {
+    same_as_plain("recompute_needs_tensor of a detach", &[false, true], |x| {
         let t = region("teacher", Policy::Save).call(&x, teach).detach();
         recompute_needs_tensor(&t);
         (&x - t).square()
@@ -69,7 +43,7 @@ fn head(t: Saved<Tensor>) -> Saved<Tensor> {
 #[test]
 // docs/semantics.md, rules K2 and K9: a `recompute` region's argument.
 fn a_view_of_a_detach_passed_to_a_recompute_region() {
-    same_as_plain("region argument", |x| {
+    same_as_plain("region argument", &[false, true], |x| {
         let a = region("proj", Policy::Save).call_saved(&x, teach);
         let h = region("use", Policy::Recompute).call(&head(a), |h| h.sin());
         &x * h
@@ -80,7 +54,7 @@ fn a_view_of_a_detach_passed_to_a_recompute_region() {
 // docs/semantics.md, rules K8 and K9: a checkpoint switched off returns a
 // view of a detach; its caller's checkpoint is asked for it.
 fn a_view_of_a_detach_returned_by_a_checkpoint_switched_off() {
-    same_as_plain("returned", |x| {
+    same_as_plain("returned", &[false, true], |x| {
         let inner = checkpoint("inner").enabled(false).call(&x, |x| {
             let a = region("proj", Policy::Save).call_saved(&x, teach);
             a.detach().narrow(1, 0, 1)
@@ -93,7 +67,7 @@ fn a_view_of_a_detach_returned_by_a_checkpoint_switched_off() {
 // docs/semantics.md, rules K3 and K9: the output moves on into a `save`
 // region (which does not ask), a detached copy stays behind and is marked.
 fn a_detached_copy_kept_while_the_output_moves_on() {
-    same_as_plain("detached copy", |x| {
+    same_as_plain("detached copy", &[false, true], |x| {
         let a = region("proj", Policy::Save).call_saved(&x, teach);
         let d = a.detach();
         let s = region("consume", Policy::Save).call_saved(a, |a| a.sin());
@@ -107,7 +81,7 @@ fn a_detached_copy_kept_while_the_output_moves_on() {
 // docs/semantics.md, rule K9: `Option::map` over a mask; the output is
 // gone, the map's detach lives (the shape that failed only strictly).
 fn a_mask_detached_through_option_map() {
-    same_as_plain("option map", |x| {
+    same_as_plain("option map", &[false, true], |x| {
         let m: Option<Saved<Tensor>> =
             region("mask", Policy::Save).call_saved(&x, |x| Some(x.gt(0.0).to_kind(Kind::Float)));
         let m = needs(m.map(|m| m.detach()));
@@ -120,7 +94,7 @@ fn a_mask_detached_through_option_map() {
 // any layout, dtype included, and the in-place check still sees the
 // storage's version counter (rule P2, E12).
 fn a_kept_rebuilt_output_is_the_whole_output_and_checks_its_version() {
-    same_as_plain("a narrow view of a view of a detach", |x| {
+    same_as_plain("a narrow view of a view of a detach", &[false, true], |x| {
         let a = region("proj", Policy::Save).call_saved(&x, teach);
         let v = a.detach().narrow(0, 1, 1).select(1, 0);
         let v = needs(v);

@@ -27,6 +27,7 @@ use std::env;
 use std::process::ExitCode;
 
 mod bench;
+mod debian;
 mod demo;
 mod gloo;
 mod gpu_kit;

@@ -11,6 +11,7 @@
 //! package, pinned by version and checksum, is unpacked into the per-user
 //! cache and run from there (as `gloo.rs` does with Gloo's headers).
 
+use crate::debian::Package;
 use crate::leaks::test_executables;
 use crate::paths::{cache_dir, repo_root};
 use crate::run::run;
@@ -21,9 +22,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Debian bookworm's valgrind.
-const PACKAGE: &str = "valgrind_3.19.0-1_amd64.deb";
-const URL: &str = "http://deb.debian.org/debian/pool/main/v/valgrind/valgrind_3.19.0-1_amd64.deb";
-const SHA256: &str = "324842f2308a1e42abf2d81ff5eb19a9475fc9db95647f4d9da71444eda4087f";
+const VALGRIND: Package = Package {
+    name: "valgrind_3.19.0-1_amd64.deb",
+    url: "http://deb.debian.org/debian/pool/main/v/valgrind/valgrind_3.19.0-1_amd64.deb",
+    sha256: "324842f2308a1e42abf2d81ff5eb19a9475fc9db95647f4d9da71444eda4087f",
+    otherwise: "the walk-through check needs valgrind: install it",
+};
 
 /// The walk-through's table of files begins after this heading.
 const HEADING: &str = "### Every file the scenario runs";
@@ -63,7 +67,11 @@ fn valgrind() -> Result<Command> {
     let base = cache_dir()?.join("valgrind-3.19.0-1");
     let bin = base.join("usr").join("bin").join("valgrind.bin");
     if !bin.is_file() {
-        fetch(&base)?;
+        eprintln!(
+            "xtask: fetching valgrind ({}, 14 MB) from Debian for callgrind",
+            VALGRIND.name
+        );
+        VALGRIND.unpack_into(&base)?;
     }
     let mut cmd = Command::new(bin);
     // The launcher finds its tools here when it is not where it was built for.
@@ -72,37 +80,6 @@ fn valgrind() -> Result<Command> {
         base.join("usr").join("libexec").join("valgrind"),
     );
     Ok(cmd)
-}
-
-fn fetch(base: &Path) -> Result<()> {
-    eprintln!("xtask: fetching valgrind ({PACKAGE}, 14 MB) from Debian for callgrind");
-    if base.exists() {
-        fs::remove_dir_all(base)
-            .map_err(|e| format!("could not remove stale {}: {e}", base.display()))?;
-    }
-    fs::create_dir_all(base).map_err(|e| format!("could not create {}: {e}", base.display()))?;
-    let deb = base.join(PACKAGE);
-    run(Command::new("curl")
-        .args(["--fail", "--silent", "--show-error", "--location", "-o"])
-        .arg(&deb)
-        .arg(URL))
-    .map_err(|e| {
-        format!(
-            "{e}\n  the walk-through check needs valgrind: install it, or let xtask reach {URL}"
-        )
-    })?;
-    let sum = Command::new("sha256sum")
-        .arg(&deb)
-        .output()
-        .map_err(|e| format!("could not run sha256sum: {e}"))?;
-    let sum = String::from_utf8_lossy(&sum.stdout);
-    if sum.split_whitespace().next() != Some(SHA256) {
-        return Err(format!(
-            "{PACKAGE} has checksum {sum}, expected {SHA256}: not the pinned package"
-        ));
-    }
-    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(base))?;
-    Ok(())
 }
 
 /// The checked files callgrind attributes code to, relative to the
