@@ -67,6 +67,8 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     println!("cargo:rerun-if-changed=csrc/memory_trace.cpp");
     println!("cargo:rerun-if-changed=csrc/generators.cpp");
+    println!("cargo:rerun-if-changed=csrc/early_stop.cpp");
+    println!("cargo:rerun-if-changed=csrc/placeholder.h");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     let cuda = env::var_os("CARGO_FEATURE_CUDA").is_some();
 
@@ -83,7 +85,8 @@ fn main() {
         .file("csrc/bridge.cpp")
         .file("csrc/autocast.cpp")
         .file("csrc/memory_trace.cpp")
-        .file("csrc/generators.cpp");
+        .file("csrc/generators.cpp")
+        .file("csrc/early_stop.cpp");
     if cuda {
         // The CUDA diagnostics (OOM observer, allocation contexts) need the
         // CUDA toolkit's headers. Without them (a CPU machine checking that

@@ -6,7 +6,7 @@
 //! and the minor page faults of the backward. Like every timed subcommand
 //! it runs with glibc's allocator pinned (`allocator`), where the backward
 //! takes no faults; run it with `REMAT_BENCH_PINNED=1` to see the steps
-//! with the environment's own settings (docs/performance.md, section 5).
+//! with the environment's own settings (docs/performance.md, section 6).
 
 use crate::accuracy::hand_choices;
 use crate::report::ms_with;

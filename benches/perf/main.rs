@@ -35,13 +35,13 @@
 
 mod accuracy;
 mod allocator;
-mod early_stop;
 mod extras;
 mod pareto;
 mod peak;
 mod planner;
 mod planner_report;
 mod python;
+mod replay_cost;
 mod report;
 mod rust_side;
 mod stats;
@@ -88,6 +88,8 @@ pub struct Plan {
     pub accuracy_rounds: usize,
     /// Timing runs of each planner profile (`profile_with`).
     pub profile_runs: usize,
+    /// Rounds of section 5 (where recomputation's time goes).
+    pub replay_rounds: usize,
 }
 
 const FULL: Plan = Plan {
@@ -103,6 +105,7 @@ const FULL: Plan = Plan {
     planner_budgets: 9,
     accuracy_rounds: 21,
     profile_runs: 15,
+    replay_rounds: 11,
 };
 
 const QUICK: Plan = Plan {
@@ -118,6 +121,7 @@ const QUICK: Plan = Plan {
     planner_budgets: 3,
     accuracy_rounds: 1,
     profile_runs: 3,
+    replay_rounds: 1,
 };
 
 static THREADS: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
@@ -189,7 +193,7 @@ fn main() {
         Some("planner") => planner_only(&args[1..]),
         Some("steps") => steps_only(&args[1..]),
         Some("extras") => extras::extras(&args[1..]),
-        Some("early-stop") => early_stop::early_stop(&args[1..]),
+        Some("replay") => replay_only(&args[1..]),
         Some("peak") => peak::peak(&args[1..]),
         // `cargo test --all-targets` runs every bench without arguments:
         // the benchmark is `cargo xtask bench`'s, not the test suite's.
@@ -197,7 +201,7 @@ fn main() {
             println!("perf: run by `cargo xtask bench` (nothing to do without arguments)");
             Ok(())
         }
-        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | steps <config> <rounds> --python PY --script FILE | early-stop <config> <rounds> | planner [--quick] [--config small|medium] --out FILE | peak [--quick] --docs FILE".into()),
+        _ => Err("usage: perf [--threads N] [--device D] run [--quick] --out FILE --python PY --script FILE --command TEXT | rss <policy> <config> <steps> | chain <rounds> | steps <config> <rounds> --python PY --script FILE | replay <rounds> --python PY --script FILE | planner [--quick] [--config small|medium] --out FILE | peak [--quick] --docs FILE".into()),
     };
     if let Err(e) = result {
         eprintln!("bench: error: {e}");
@@ -234,6 +238,23 @@ fn chain_only(args: &[String]) -> Result<(), String> {
             fb * 1e6
         );
     }
+    Ok(())
+}
+
+/// Only section 5 (where recomputation's time goes), printed.
+fn replay_only(args: &[String]) -> Result<(), String> {
+    let usage = "replay <rounds> --python PY --script FILE";
+    let [rounds, rest @ ..] = args else {
+        return Err(usage.into());
+    };
+    let rounds: usize = rounds.parse().map_err(|_| usage)?;
+    let mut worker = flags(rest)
+        .and_then(|mut f| f.peers())
+        .map_err(|e| format!("{e}: {usage}"))?
+        .worker()?;
+    let text = replay_cost::section(rounds, &mut worker)?;
+    worker.quit();
+    println!("{text}");
     Ok(())
 }
 
@@ -438,7 +459,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 pub const IMPLS: [&str; 3] = ["remat", "torch_remat", "torch"];
 
 /// The pause at each switch between the Rust process and the Python one.
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Section 1 at `t` intra-op threads: every variant once per round, the
 /// order rotating, a first untimed round.
@@ -471,7 +492,7 @@ fn step_section(
                 // spinning for a while after its step; with as many threads
                 // as cores, the first steps of the other process would
                 // share the cores with them (docs/performance.md, section
-                // 5). A pause at each switch lets them park.
+                // 6). A pause at each switch lets them park.
                 //
                 // The process that ran last has also filled the caches with
                 // its own memory, so the first step after a switch runs
@@ -507,7 +528,7 @@ fn step_section(
 
 /// Section 3: the per-region chain, both sides alternating run by run.
 /// Run first, on both processes' fresh heaps: after the model's steps the
-/// same region costs about a fifth more (docs/performance.md, section 5),
+/// same region costs about a fifth more (docs/performance.md, section 6),
 /// an effect of the heap they leave, not of the region path, and of a
 /// size that would depend on what ran before.
 fn chain_section(
@@ -634,6 +655,9 @@ fn run(args: &[String]) -> Result<(), String> {
         }
     }
 
+    // 5. Where recomputation's time goes (medium, one thread).
+    let section5 = replay_cost::section(plan.replay_rounds, &mut worker)?;
+
     worker.quit();
 
     // 4. The planner (Rust only), and its peak contract in docs/planner.md.
@@ -647,7 +671,8 @@ fn run(args: &[String]) -> Result<(), String> {
 
     let elapsed = started.elapsed().as_secs_f64();
     let old = std::fs::read_to_string(&opts.out).unwrap_or_default();
-    let mut text = report::render(&results, &machine, &opts.command, elapsed) + &section4;
+    let mut text =
+        report::render(&results, &machine, &opts.command, elapsed) + &section4 + &section5;
     let kept = report::kept_tail(&old);
     if !kept.is_empty() {
         text = format!("{}\n\n{kept}", text.trim_end());

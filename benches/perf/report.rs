@@ -227,7 +227,7 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          order rotates from round to round, and a first round is an untimed warm-up), so the \
          drift of a shared machine hits all variants of a round alike. At each switch between \
          the two processes the bench pauses 50 ms, so that the intra-op threads of the process \
-         that ran last have parked before the other one starts (section 5), and then runs the \
+         that ran last have parked before the other one starts (section 6), and then runs the \
          next variant once untimed: the first step after a switch finds the caches full of \
          the other process's memory, and in the rotating cyclic order the same variant \
          (remat's `none`) would always be that step. Each table shows the \
@@ -242,7 +242,7 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          which set their own. With glibc's defaults, freed tensors go back to the system and \
          the next step faults them in again, as much as the step before left: in interleaved \
          rounds a variant's time then depends on which variant ran before it (a checkpointed \
-         step after `none` finds a large heap), not only on its own work (section 5). \
+         step after `none` finds a large heap), not only on its own work (section 6). \
          Pinned, every step runs on a heap that keeps what the largest step needed. Section \
          2's page-fault table shows each policy in its own process with the defaults, which \
          is what a training loop that leaves the allocator alone sees.\n\n\
@@ -394,7 +394,7 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          checkpointing deciding `MUST_SAVE` / `PREFER_RECOMPUTE` alternately for each of the \
          200 ops, against plain non-reentrant checkpointing. The section runs first in both \
          processes, before any model: after the medium model's steps the same chain costs about \
-         0.2 µs more per region on the forward (section 5), an effect of the heap they leave \
+         0.2 µs more per region on the forward (section 6), an effect of the heap they leave \
          behind. Target for remat: at most 0.8 µs forward and 1.0 µs forward+backward.\n",
         p.chain_reps, p.chain_rounds
     );

@@ -4,6 +4,7 @@
 
 #include "bridge.h"
 #include "guard.h"
+#include "placeholder.h"
 
 #include <ATen/ATen.h>
 #include <ATen/SequenceNumber.h>
@@ -352,6 +353,35 @@ struct HeapPostHook : torch::autograd::FunctionPostHook {
 
 }  // namespace
 
+namespace remat_bridge {
+
+at::Tensor make_placeholder(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                            int64_t storage_offset, c10::ScalarType dtype,
+                            c10::Device device, int64_t nbytes,
+                            const std::string& message) {
+  TORCH_CHECK(nbytes >= 0, "placeholder byte size must be >= 0");
+  c10::DataPtr data(nullptr, &g_placeholder_tag, &placeholder_delete, device);
+  auto storage = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), c10::SymInt(nbytes),
+      std::move(data), nullptr, false);
+  storage->release_data_and_set_meta_custom_data_ptr_error_msg_(message);
+  auto key = c10::computeDispatchKey(dtype, c10::kStrided, device);
+  auto t = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(std::move(storage)), c10::DispatchKeySet(key),
+      c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides,
+                                                  storage_offset);
+  return t;
+}
+
+bool is_placeholder(const at::Tensor& t) {
+  c10::StorageImpl* s = storage_of(&t);
+  return s != nullptr &&
+         s->_mutable_data_ptr_no_checks().get_context() == &g_placeholder_tag;
+}
+
+}  // namespace remat_bridge
+
 extern "C" {
 
 // For cuda_diag.cpp, the other translation unit.
@@ -471,23 +501,10 @@ remat_err remat_placeholder_new(const int64_t* sizes, const int64_t* strides,
                                 int scalar_type, int device, int64_t nbytes,
                                 const char* msg, remat_tensor** out) {
   return guard([&] {
-    TORCH_CHECK(nbytes >= 0, "placeholder byte size must be >= 0");
-    auto st = static_cast<c10::ScalarType>(scalar_type);
-    c10::Device dev = device_from_int(device);
-    c10::DataPtr data(nullptr, &g_placeholder_tag, &placeholder_delete, dev);
-    auto storage = c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), c10::SymInt(nbytes),
-        std::move(data), nullptr, false);
-    storage->release_data_and_set_meta_custom_data_ptr_error_msg_(
-        std::string(msg));
-    auto key = c10::computeDispatchKey(st, c10::kStrided, dev);
-    auto t = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(std::move(storage)), c10::DispatchKeySet(key),
-        c10::scalarTypeToTypeMeta(st));
-    t.unsafeGetTensorImpl()->set_sizes_and_strides(
+    *out = new at::Tensor(remat_bridge::make_placeholder(
         c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
-        storage_offset);
-    *out = new at::Tensor(std::move(t));
+        storage_offset, static_cast<c10::ScalarType>(scalar_type),
+        device_from_int(device), nbytes, std::string(msg)));
   });
 }
 
@@ -515,11 +532,7 @@ remat_err remat_alias_with_layout(const remat_tensor* of, const int64_t* sizes,
 }
 
 int remat_is_placeholder(const remat_tensor* t) {
-  c10::StorageImpl* s = storage_of(t);
-  if (s == nullptr) {
-    return 0;
-  }
-  return s->_mutable_data_ptr_no_checks().get_context() == &g_placeholder_tag;
+  return t != nullptr && remat_bridge::is_placeholder(*t);
 }
 
 remat_err remat_tensor_meta(const remat_tensor* t, remat_meta* out) {

@@ -284,6 +284,35 @@ remat_err remat_cuda_copy_back(const remat_tensor* host, int device,
 remat_err remat_cuda_use(const remat_tensor* t, void* event);
 void remat_cuda_event_free(void* event);
 
+// Early stop without unwinding (docs/semantics.md, rule C17; early_stop.cpp).
+// Whether this process can stop a recomputation early (the dispatcher
+// fallback is registered, once, on the first call).
+int remat_stop_available(void);
+// Arms the stop on this thread for one recomputation: every ATen op passes
+// through the fallback until `remat_stop_disarm`. The messages are a dry
+// placeholder's (what reading one says) and an op's without a meta kernel
+// (`{op}` is replaced by its name). Returns the thread's previous stop
+// state, to be handed to `remat_stop_disarm`, or NULL when the stop is not
+// available (nothing is armed then).
+void* remat_stop_arm(const char* read_message, size_t read_len,
+                     const char* no_meta_message, size_t no_meta_len);
+void remat_stop_disarm(void* previous);
+// The armed recomputation on this thread has rebuilt everything: from now
+// on every op with a placeholder input runs dry. Returns 1 when an op the
+// fallback runs is in progress, so that failing the save being made ends
+// that op (it then runs dry too), 0 otherwise.
+int remat_stop_now(void);
+// A placeholder of `t`'s layout saying what a dry placeholder says, in *out,
+// when this thread's recomputation has stopped; NULL otherwise.
+remat_err remat_stop_dry_copy(const remat_tensor* t, remat_tensor** out);
+// Whether this thread's armed recomputation has stopped (runs dry).
+int remat_stop_is_dry(void);
+// Collects the names of the ops that run dry on this thread until
+// `remat_dry_log_end`, which returns them one per line (free it with
+// `remat_string_free`; NULL only when out of memory).
+void remat_dry_log_begin(void);
+char* remat_dry_log_end(void);
+
 #ifdef __cplusplus
 }
 #endif

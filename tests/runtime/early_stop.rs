@@ -6,7 +6,8 @@
 //! (a binary of their own: they change every checkpoint of the process).
 
 use crate::common::{assert_bitwise, counter, input};
-use remat::autograd::{backward_with, grad_enabled, GradModeGuard};
+use remat::autograd::{backward_with, grad_enabled, is_placeholder, GradModeGuard};
+use remat::diagnostics::dry_ops;
 use remat::{
     autocast, checkpoint, is_recomputing, recompute_needs_tensor, region, AutocastGuard, Policy,
     RecomputeStateHook,
@@ -25,10 +26,14 @@ fn plain(x: &Tensor, f: impl FnOnce(Tensor) -> Tensor) -> (Tensor, Tensor) {
     (y.detach(), x.grad().copy())
 }
 
-/// Counts one op of the tail and runs it.
+/// Runs one op of the tail, and counts it if it computed (a stopped
+/// recomputation returns a placeholder for it instead: rule C17).
 fn tail_op(count: &AtomicUsize, op: impl FnOnce() -> Tensor) -> Tensor {
-    count.fetch_add(1, SeqCst);
-    op()
+    let out = op();
+    if !is_placeholder(&out) {
+        count.fetch_add(1, SeqCst);
+    }
+    out
 }
 
 /// The closure of [`tail_counts`]: `sin` (which saves its input) is the
@@ -72,26 +77,26 @@ fn the_ops_after_the_last_save_run_once_with_early_stop_and_twice_without() {
 }
 
 #[test]
-// docs/semantics.md, rule C18: off by default (the stop unwinds through
-// the closure, which the user must ask for), on per checkpoint.
-fn early_stop_is_off_unless_the_checkpoint_asks_for_it() {
+// docs/semantics.md, rule C18: on by default (the stop unwinds nothing),
+// off per checkpoint; strict recomputation runs the whole closure.
+fn early_stop_is_on_unless_the_checkpoint_turns_it_off() {
     let x = input();
     let (tail, t) = (counter(), counter());
     let t2 = t.clone();
     let y = checkpoint("default").call(&x, move |x| body_with_a_tail(x, &t2));
     y.sum(Kind::Float).backward();
+    assert_eq!(t.load(SeqCst), 3, "the default: the forward's ops only");
+    let t2 = t.clone();
+    t.store(0, SeqCst);
+    let y = checkpoint("off")
+        .early_stop(false)
+        .call(&x, move |x| body_with_a_tail(x, &t2));
+    y.sum(Kind::Float).backward();
     assert_eq!(
         t.load(SeqCst),
         6,
-        "the default: the replay runs the tail again"
+        "turned off: the replay runs the tail again"
     );
-    let t2 = t.clone();
-    t.store(0, SeqCst);
-    let y = checkpoint("asked")
-        .early_stop(true)
-        .call(&x, move |x| body_with_a_tail(x, &t2));
-    y.sum(Kind::Float).backward();
-    assert_eq!(t.load(SeqCst), 3, "asked for: the forward's ops only");
     // Strict recomputation runs the whole closure, even when asked to stop.
     let t = tail.clone();
     let y = checkpoint("strict")
@@ -167,9 +172,11 @@ impl RecomputeStateHook for Ticks {
 
 #[test]
 // docs/semantics.md, rules C17, H3 and S1: a `Save` region after the last
-// bare save keeps its saves for itself, so the replay stops before it; the
-// state hook's state is put back after the stopped replay.
-fn a_save_region_after_the_last_bare_save_is_not_reached_and_state_hooks_are_restored() {
+// bare save keeps its saves for itself, so the replay stops before it and
+// the region, reached in the dry tail, does nothing (its output a dry
+// placeholder, its body not run); the state hook's state is put back after
+// the stopped replay.
+fn a_save_region_after_the_last_bare_save_runs_dry_and_state_hooks_are_restored() {
     let body = |x: Tensor, ticks: &Mutex<i64>, tail: &AtomicUsize| {
         let h = x.sin(); // the last holder
         *ticks.lock().unwrap() += 1;
@@ -241,8 +248,10 @@ fn a_save_region_rebuilding_its_inputs_is_reached_and_the_replay_stops_after_it(
 
 #[test]
 // docs/semantics.md, rules C15 and C17: an inner checkpoint's input is the
-// outer one's last save, so the outer replay stops before the inner
-// forward runs again; the inner checkpoint replays (and stops) on its own.
+// outer one's last save, so the outer replay stops as it saves it and the
+// inner closure then runs dry on placeholders of its inputs (its Rust code
+// runs, its ops compute nothing); the inner checkpoint replays (and stops)
+// on its own.
 fn nested_checkpoints_stop_each_replay_on_its_own() {
     let body = |x: Tensor, inner: Arc<AtomicUsize>, tails: Arc<AtomicUsize>, early_stop: bool| {
         let h = x.sin();
@@ -262,15 +271,11 @@ fn nested_checkpoints_stop_each_replay_on_its_own() {
             .early_stop(early_stop)
             .call(&x, move |x| body(x, i.clone(), t.clone(), early_stop));
         y.sum(Kind::Float).backward();
-        // Forward, then the inner's own replay; without early stop also the
-        // inner forward inside the outer replay.
-        let runs = if early_stop { 2 } else { 3 };
-        assert_eq!(
-            inner.load(SeqCst),
-            runs,
-            "inner runs, early stop {early_stop}"
-        );
-        // The inner tail: the forward only with early stop, every run without.
+        // Forward, the inner forward inside the outer replay (dry with
+        // early stop), then the inner's own replay.
+        assert_eq!(inner.load(SeqCst), 3, "inner runs, early stop {early_stop}");
+        // The inner tail computed: on the forward only with early stop,
+        // every run without.
         let tail_runs = if early_stop { 1 } else { 3 };
         assert_eq!(
             tails.load(SeqCst),
@@ -443,9 +448,16 @@ fn a_stopped_replay_leaves_the_threads_state_as_it_was() {
 /// A layer behind a `std::sync::Mutex`, as tch users share a module
 /// between closures, and a step that runs it in a checkpoint whose closure
 /// holds the guard across every op (the stop, when there is one, lands
-/// while it is held): the loss and the weight's gradient.
-fn locked_step(layer: &Arc<Mutex<Tensor>>, x: &Tensor, early_stop: Option<bool>) -> (f64, Tensor) {
+/// while it is held): the loss, the weight's gradient, and whether the
+/// replay's tail computed nothing.
+fn locked_step(
+    layer: &Arc<Mutex<Tensor>>,
+    x: &Tensor,
+    early_stop: Option<bool>,
+) -> (f64, Tensor, bool) {
     let shared = layer.clone();
+    let dry = Arc::new(Mutex::new(false));
+    let seen = dry.clone();
     let mut ckpt = checkpoint("locked");
     if let Some(on) = early_stop {
         ckpt = ckpt.early_stop(on);
@@ -453,25 +465,30 @@ fn locked_step(layer: &Arc<Mutex<Tensor>>, x: &Tensor, early_stop: Option<bool>)
     let y = ckpt.call(x, move |x| {
         let w = shared.lock().expect("the layer's mutex is not poisoned");
         let h = x.matmul(&w).tanh(); // the last save
-        (&h * 2.0 + 1.0).neg() // the tail, under the guard
+        let out = (&h * 2.0 + 1.0).neg(); // the tail, under the guard
+        if is_recomputing() {
+            *seen.lock().unwrap() = is_placeholder(&out);
+        }
+        out
     });
     let loss = y.sum(Kind::Float);
     backward_with(&loss, false).unwrap();
     let w = layer.lock().expect("the layer's mutex is not poisoned");
     let grad = w.grad().copy();
     let _ = w.grad().zero_();
-    (f64::try_from(&loss).unwrap(), grad)
+    let dry = *dry.lock().unwrap();
+    (f64::try_from(&loss).unwrap(), grad, dry)
 }
 
 #[test]
-// docs/semantics.md, rule C18: early stop is off unless asked for, so a
-// closure holding a `Mutex` guard trains step after step with the defaults
-// (an early stop unwinds through the closure, which poisons the mutex),
-// bitwise as without checkpoints.
+// docs/semantics.md, rules C17 and C18: early stop is on by default and
+// unwinds nothing, so a closure holding a `Mutex` guard across the stop
+// trains step after step, bitwise as without checkpoints, its replays'
+// tails computing nothing, and the mutex is never poisoned.
 fn a_closure_holding_a_mutex_guard_trains_for_several_steps_with_the_defaults() {
     assert!(
-        !remat::Checkpoint::default_early_stop(),
-        "early stop is off by default (is REMAT_EARLY_STOP set?)"
+        remat::Checkpoint::default_early_stop(),
+        "early stop is on by default (is REMAT_EARLY_STOP set?)"
     );
     let w = Tensor::from_slice(&[0.5f32, -0.25, 0.75, 1.0])
         .view([2, 2])
@@ -479,7 +496,8 @@ fn a_closure_holding_a_mutex_guard_trains_for_several_steps_with_the_defaults() 
     let layer = Arc::new(Mutex::new(w));
     let x = input().detach();
     for step in 0..4 {
-        let (loss, grad) = locked_step(&layer, &x, None);
+        let (loss, grad, dry) = locked_step(&layer, &x, None);
+        assert!(dry, "step {step}: the replay's tail computed");
         assert!(
             !layer.is_poisoned(),
             "step {step} poisoned the layer's mutex"
@@ -495,27 +513,195 @@ fn a_closure_holding_a_mutex_guard_trains_for_several_steps_with_the_defaults() 
             let _ = w.shallow_clone().f_sub_(&(&grad * 0.1)).unwrap();
         });
     }
+    let (_, _, dry) = locked_step(&layer, &x, Some(false));
+    assert!(!dry, "early stop off: the replay's tail computes");
 }
 
 #[test]
-// docs/semantics.md, rule C18: what the default avoids, and why asking for
-// early stop is the user's call: the stop unwinds through the closure, and
-// a guard held there poisons its mutex.
-fn an_early_stop_asked_for_unwinds_through_the_closure_and_poisons_a_held_guard() {
-    let w = Tensor::from_slice(&[0.5f32, -0.25, 0.75, 1.0])
-        .view([2, 2])
-        .set_requires_grad(true);
-    let layer = Arc::new(Mutex::new(w));
-    let shared = layer.clone();
-    let y = checkpoint("locked")
-        .early_stop(true)
-        .call(input(), move |x| {
-            let w = shared.lock().unwrap();
-            (x.matmul(&w).tanh() * 2.0).neg()
-        });
-    backward_with(&y.sum(Kind::Float), false).unwrap();
-    assert!(layer.is_poisoned());
-    layer.clear_poison();
-    let _ = locked_step(&layer, &input().detach(), Some(false));
-    assert!(!layer.is_poisoned(), "without early stop nothing unwinds");
+// docs/semantics.md, rules C17 and C19: the stop ends no code of the
+// closure, so state it updates in steps around its ops is never left
+// between two of them, and its Rust code after the last save runs on every
+// recomputation (only its ops compute nothing).
+fn the_closure_runs_to_its_end_and_state_updated_in_steps_stays_whole() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let x = input();
+    let y = checkpoint("steps").call(&x, move |x| {
+        l.lock().unwrap().push("begin");
+        let h = x.sin(); // the last save: the stop lands here on recomputation
+        l.lock().unwrap().push("after the last save");
+        let out = &h * 2.0;
+        l.lock().unwrap().push("end");
+        out
+    });
+    y.sum(Kind::Float).backward();
+    let log = log.lock().unwrap();
+    assert_eq!(
+        *log,
+        ["begin", "after the last save", "end"].repeat(2),
+        "forward, then the whole recomputation"
+    );
+}
+
+#[test]
+// docs/semantics.md, rules C17 and C19 (E37): in the tail of a stopped
+// recomputation, a tensor computed from the stopped op has a shape and no
+// values; reading them fails with a message naming the checkpoint and the
+// fix, and what the tail reads from before the stop reads as always.
+fn reading_a_value_computed_after_the_stop_fails_and_names_the_fix() {
+    let reads = Arc::new(Mutex::new(Vec::new()));
+    let r = reads.clone();
+    let x = input();
+    let y = checkpoint("reads").call(&x, move |x| {
+        let h = x.sin(); // the last save
+        let out = &h * 2.0;
+        if is_recomputing() {
+            let before = x.sum(Kind::Float).f_double_value(&[]);
+            let after = out.sum(Kind::Float).f_double_value(&[]);
+            r.lock()
+                .unwrap()
+                .push((before.is_ok(), after.map_err(|e| e.to_string())));
+        }
+        out
+    });
+    y.sum(Kind::Float).backward();
+    let (_, g0) = plain(&x, |x| x.sin() * 2.0);
+    assert_bitwise(&x.grad(), &g0, "gradient");
+    let reads = reads.lock().unwrap();
+    let (before, after) = &reads[0];
+    assert!(before, "a value from before the stop reads as always");
+    let err = after.as_ref().unwrap_err();
+    assert!(
+        err.contains("checkpoint `reads`")
+            && err.contains("computed after its recomputation stopped early")
+            && err.contains(".early_stop(false)"),
+        "{err}"
+    );
+}
+
+#[test]
+// docs/semantics.md, rules C17 and C19: after the stop, an op writing a
+// value computed from the stopped op into a tensor from outside changes
+// nothing; an op on values from before the stop still runs (here the
+// second write).
+fn a_tail_write_of_a_dry_value_changes_nothing_and_other_ops_run() {
+    for early_stop in [true, false] {
+        let (mut dry_buf, mut live_buf) = (
+            Tensor::zeros([4], (Kind::Float, Device::Cpu)),
+            Tensor::zeros([4], (Kind::Float, Device::Cpu)),
+        );
+        let (d, l) = (dry_buf.shallow_clone(), live_buf.shallow_clone());
+        let x = input();
+        let y = checkpoint("writes")
+            .early_stop(early_stop)
+            .call(&x, move |x| {
+                let h = x.sin(); // the last save
+                let out = &h * 2.0;
+                tch::no_grad(|| {
+                    d.shallow_clone().copy_(&out.view([-1]));
+                    l.shallow_clone().copy_(&x.cos().view([-1]));
+                });
+                out
+            });
+        let _ = dry_buf.zero_();
+        let _ = live_buf.zero_();
+        y.sum(Kind::Float).backward();
+        let x = x.detach().view([-1]);
+        let expected = if early_stop {
+            Tensor::zeros([4], (Kind::Float, Device::Cpu))
+        } else {
+            x.sin() * 2.0
+        };
+        assert_bitwise(
+            &dry_buf,
+            &expected,
+            &format!("dry write, early stop {early_stop}"),
+        );
+        assert_bitwise(
+            &live_buf,
+            &x.cos(),
+            &format!("live write, early stop {early_stop}"),
+        );
+    }
+}
+
+#[test]
+// docs/semantics.md, rule C17 (E38): an op with no meta kernel (one whose
+// result's shape depends on values, as `nonzero`'s) cannot run dry; the
+// tail's call fails with a message naming the op and the fix.
+fn an_op_without_a_meta_kernel_after_the_stop_names_itself() {
+    let seen = Arc::new(Mutex::new(None));
+    let s = seen.clone();
+    let x = input();
+    let y = checkpoint("nonzero").call(&x, move |x| {
+        let out = x.sin() * 2.0;
+        if is_recomputing() {
+            *s.lock().unwrap() = Some(out.f_nonzero().map(|_| ()).map_err(|e| e.to_string()));
+        }
+        out
+    });
+    y.sum(Kind::Float).backward();
+    let err = seen.lock().unwrap().take().unwrap().unwrap_err();
+    assert!(
+        err.contains("checkpoint `nonzero`")
+            && err.contains("ran `aten::nonzero`")
+            && err.contains("has no meta kernel")
+            && err.contains(".early_stop(false)"),
+        "{err}"
+    );
+}
+
+#[test]
+// docs/semantics.md, rules A2 and C17: under autocast, the tail's dry ops
+// go through autocast's casts, so their placeholders have the dtypes the
+// forward's results had.
+fn under_autocast_a_dry_tail_has_the_forwards_dtypes() {
+    let kinds = Arc::new(Mutex::new(Vec::new()));
+    let k = kinds.clone();
+    let x = input();
+    let w = Tensor::from_slice(&[0.5f32, -0.25, 0.75, 1.0]).view([2, 2]);
+    let y = autocast(Device::Cpu, Kind::BFloat16, || {
+        checkpoint("autocast").call(&x, move |x| {
+            let h = x.tanh(); // the last save (its output)
+            let m = h.matmul(&w); // autocast: bf16
+            let out = (&m + 1.0).matmul(&w); // bf16 again
+            k.lock()
+                .unwrap()
+                .push((is_placeholder(&out), m.kind(), out.kind()));
+            out
+        })
+    });
+    y.to_kind(Kind::Float).sum(Kind::Float).backward();
+    let kinds = kinds.lock().unwrap();
+    assert_eq!(
+        *kinds,
+        [
+            (false, Kind::BFloat16, Kind::BFloat16),
+            (true, Kind::BFloat16, Kind::BFloat16)
+        ]
+    );
+}
+
+#[test]
+// docs/semantics.md, rules C17 and C19: in the reference model written
+// with the macros, each block's recomputation runs its last matrix product
+// and the residual add after it dry (`needs m` in the tail marks a dry
+// output without failing, so the add is reached); under `save_mlp` the
+// `mlp` region rebuilds the last saves, and only the add after it is dry.
+fn the_reference_blocks_run_their_tail_dry_through_needs() {
+    let model = Model::new(SMALL, 0);
+    let (tokens, targets) = batch(SMALL, 1);
+    let blocks = SMALL.l as usize;
+    for (policy, tail) in [
+        (ModelPolicy::Full, &["aten::linear", "aten::add.Tensor"][..]),
+        (
+            ModelPolicy::Selective,
+            &["aten::linear", "aten::add.Tensor"][..],
+        ),
+        (ModelPolicy::SaveMlp, &["aten::add.Tensor"][..]),
+    ] {
+        let loss = model.loss(&tokens, &targets, policy);
+        let ((), dry) = dry_ops(|| loss.backward());
+        assert_eq!(dry, tail.repeat(blocks), "{policy:?}");
+    }
 }

@@ -145,9 +145,9 @@ pub(crate) fn test() -> Result<()> {
 }
 
 /// A user's crate built with `panic = "abort"` (tests/abort_crate):
-/// checkpointed backwards with every switch asking for early stop complete,
-/// since such a build never stops a recomputation (docs/semantics.md, rule
-/// C18). Built as `train_test_cargo` builds (the recipe, opt-level 0), in
+/// checkpointed backwards stop their recomputations early there too, with a
+/// `Mutex` guard held across the stop, since the stop unwinds nothing
+/// (docs/semantics.md, rules C17 and C18). Built as `train_test_cargo` builds (the recipe, opt-level 0), in
 /// the training example's target folder: the same libtorch path, so only
 /// what the abort strategy changes is compiled again.
 pub(crate) fn test_abort_crate() -> Result<()> {

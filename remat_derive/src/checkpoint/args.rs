@@ -5,7 +5,7 @@
 //! #[checkpoint(name = "layers.0")]
 //! #[checkpoint(name = [expr], state_hooks = [expr, ...], determinism = Metadata)]
 //! #[checkpoint(enabled = self.checkpointing, strict = cfg!(test))]
-//! #[checkpoint(early_stop = true)]    // the replay stops after the last save
+//! #[checkpoint(early_stop = false)]   // the replay computes the tail too
 //! #[checkpoint(preserve_rng_state = false)]  // the replay draws numbers of its own
 //! #[checkpoint(backward_inside = true)]  // the body computes gradients itself
 //! #[checkpoint(auto)]      // on or off: the active plan decides

@@ -172,6 +172,19 @@ unsafe extern "C" {
         -> RematErr;
     pub(super) fn remat_generators_restore(snapshot: *const c_void) -> RematErr;
     pub(super) fn remat_generators_free(snapshot: *mut c_void);
+    pub(super) fn remat_stop_available() -> c_int;
+    pub(super) fn remat_stop_arm(
+        read_message: *const c_char,
+        read_len: usize,
+        no_meta_message: *const c_char,
+        no_meta_len: usize,
+    ) -> *mut c_void;
+    pub(super) fn remat_stop_disarm(previous: *mut c_void);
+    pub(super) fn remat_stop_now() -> c_int;
+    pub(super) fn remat_stop_dry_copy(t: *const C_tensor, out: *mut *mut C_tensor) -> RematErr;
+    pub(super) fn remat_stop_is_dry() -> c_int;
+    pub(super) fn remat_dry_log_begin();
+    pub(super) fn remat_dry_log_end() -> *mut c_char;
     pub(super) fn remat_backward(loss: *const C_tensor, keep_graph: c_int) -> RematErr;
     pub(super) fn remat_cuda_built() -> c_int;
     pub(super) fn remat_cuda_attach_oom_observer() -> RematErr;

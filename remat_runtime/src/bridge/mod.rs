@@ -12,6 +12,7 @@ mod callbacks;
 mod cuda;
 pub(crate) mod cuda_copy;
 mod device;
+mod dry_tail;
 mod ffi;
 mod heap;
 mod hook_stack;
@@ -40,6 +41,8 @@ pub(crate) use device::{
     cuda_current_stream, cuda_memory_stats, cuda_reset_peak, cuda_use_stream,
     set_deterministic_algorithms,
 };
+pub use dry_tail::dry_ops;
+pub(crate) use dry_tail::{dry_copy, stop_available, stop_is_dry, stop_now, StopArmed};
 pub use heap::{backward_heap_peak, heap_bytes_in_use};
 pub(crate) use hook_stack::{
     hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite,

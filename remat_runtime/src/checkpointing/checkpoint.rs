@@ -170,41 +170,43 @@ impl Checkpoint {
         self
     }
 
-    /// Whether recomputation stops as soon as it has rebuilt every saved
-    /// tensor the backward can still read (default: no, unless
-    /// `Checkpoint::set_default_early_stop(true)` or `REMAT_EARLY_STOP=1`
-    /// said otherwise). Stopped, the closure's code after its last save does
-    /// not run again in backward: its work is not repeated, and neither are
-    /// its side effects (they happen once, on the forward).
+    /// Whether recomputation stops computing as soon as it has rebuilt
+    /// every saved tensor the backward can still read (default: yes, unless
+    /// `Checkpoint::set_default_early_stop(false)` or `REMAT_EARLY_STOP=0`
+    /// said otherwise; rules C17 to C19).
     ///
-    /// The stop unwinds through the closure, so ask for it only where an
-    /// unwind is harmless: a `std::sync::Mutex` guard the closure holds at
-    /// the stop leaves its mutex poisoned, and state the closure updates in
-    /// steps may be left between two of them. A build with `panic = "abort"`
-    /// never stops early (the unwind would abort it): there this option
-    /// changes nothing. Strict recomputation (`strict_recompute`) always runs
-    /// the whole closure.
+    /// Stopped, recomputation does not repeat the work after the closure's
+    /// last save: the op making that save, and every later op that has a
+    /// tensor computed from it among its inputs, compute nothing and return
+    /// placeholders with the shapes they would have. The closure itself runs
+    /// on to its end and returns normally (its result is discarded anyway):
+    /// nothing unwinds through it, its locks are released as usual, and a
+    /// `panic = "abort"` build stops too. What it cannot do in that tail is
+    /// read the values of such a tensor: that read fails, so a closure that
+    /// reads values after its last save turns early stop off. Strict
+    /// recomputation (`strict_recompute`) always runs the whole closure.
     ///
     /// ```
     /// use remat_runtime::checkpoint;
     /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     /// use std::sync::Arc;
     ///
-    /// let tails = Arc::new(AtomicUsize::new(0));
     /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
     /// let run = |early_stop: bool| {
-    ///     tails.store(0, SeqCst);
-    ///     let count = tails.clone();
+    ///     let tail = Arc::new(std::sync::Mutex::new(None));
+    ///     let seen = tail.clone();
     ///     let y = checkpoint("block").early_stop(early_stop).call(&x, move |x| {
-    ///         let y = x.sin(); // the last save: `sin` saves its input
-    ///         count.fetch_add(1, SeqCst); // the tail
-    ///         y * 2
+    ///         let y = x.sin() * 2; // the last save: `sin` saves its input
+    ///         // The tail: on recomputation with early stop, `y` has no values.
+    ///         *seen.lock().unwrap() = Some(y.sum(tch::Kind::Float).f_double_value(&[]).is_ok());
+    ///         y
     ///     });
     ///     y.sum(tch::Kind::Float).backward();
-    ///     tails.load(SeqCst)
+    ///     let last = tail.lock().unwrap().take();
+    ///     last
     /// };
-    /// assert_eq!(run(true), 1); // the forward only
-    /// assert_eq!(run(false), 2); // the forward and the replay
+    /// assert_eq!(run(true), Some(false)); // the replay computed nothing after `sin`
+    /// assert_eq!(run(false), Some(true)); // the replay ran the whole closure
     /// ```
     pub fn early_stop(mut self, on: bool) -> Self {
         self.early_stop = Some(on);
@@ -213,25 +215,21 @@ impl Checkpoint {
 
     /// Turns early stop on or off for every checkpoint started from now on
     /// that does not say otherwise with [`Checkpoint::early_stop`]
-    /// (default: off, unless the environment variable `REMAT_EARLY_STOP` is
-    /// `1`, `true`, `on` or `yes`; rule C18). A checkpoint takes the
+    /// (default: on, unless the environment variable `REMAT_EARLY_STOP` is
+    /// `0`, `false`, `off` or `no`; rule C18). A checkpoint takes the
     /// setting when its forward starts.
     ///
-    /// Early stop ends a recomputation by unwinding through the closure
-    /// once everything backward needs is rebuilt, so the code after the
-    /// closure's last save does not run again. Turn it on only for
-    /// closures that an unwind cannot hurt: one that holds a
-    /// `std::sync::Mutex` guard across its ops leaves the mutex poisoned,
-    /// and one that updates its own state in steps may be stopped between
-    /// them. A build with `panic = "abort"` never stops early, whatever
-    /// this says: the unwind would abort the process.
+    /// Early stop makes a recomputation compute nothing after the op that
+    /// saves the last tensor backward needs (see [`Checkpoint::early_stop`]);
+    /// it unwinds nothing. Turn it off for closures that read the values of
+    /// what they compute after their last save.
     ///
     /// ```
     /// use remat_runtime::Checkpoint;
-    /// Checkpoint::set_default_early_stop(true);
-    /// assert_eq!(Checkpoint::default_early_stop(), cfg!(panic = "unwind"));
     /// Checkpoint::set_default_early_stop(false);
     /// assert!(!Checkpoint::default_early_stop());
+    /// Checkpoint::set_default_early_stop(true);
+    /// assert!(Checkpoint::default_early_stop());
     /// ```
     pub fn set_default_early_stop(on: bool) {
         early_stop::set_default(on);
@@ -240,11 +238,10 @@ impl Checkpoint {
     /// Whether a checkpoint that does not say ([`Checkpoint::early_stop`])
     /// stops its recomputation early: the last
     /// [`Checkpoint::set_default_early_stop`], else the environment
-    /// variable `REMAT_EARLY_STOP`, else off; always off in a build with
-    /// `panic = "abort"`.
+    /// variable `REMAT_EARLY_STOP`, else on.
     ///
     /// ```
-    /// // Off unless REMAT_EARLY_STOP=1 or set_default_early_stop(true) said otherwise.
+    /// // On unless REMAT_EARLY_STOP=0 or set_default_early_stop(false) said otherwise.
     /// let _on: bool = remat_runtime::Checkpoint::default_early_stop();
     /// ```
     pub fn default_early_stop() -> bool {
@@ -547,9 +544,8 @@ impl Checkpoint {
             user_hooks: self.saved_tensors_hooks.or_else(TensorHooks::ambient),
             strict,
             // docs/semantics.md, rule C18: the checkpoint's own choice, else
-            // the process's; strict recomputation runs the whole closure, and
-            // a build that cannot unwind never stops.
-            early_stop: early_stop::AVAILABLE
+            // the process's; strict recomputation runs the whole closure.
+            early_stop: early_stop::available()
                 && !strict
                 && self.early_stop.unwrap_or_else(early_stop::default_on),
             backward_inside: self.backward_inside,

@@ -22,6 +22,7 @@ use crate::checkpointing::capacity;
 use crate::checkpointing::checkpoint_state::{Body, CheckpointState, Settings};
 use crate::checkpointing::closure::RecomputableClosure;
 use crate::checkpointing::determinism::Determinism;
+use crate::checkpointing::early_stop;
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holder::ForwardHooks;
 use crate::checkpointing::inputs::SavedInputs;
@@ -98,6 +99,10 @@ where
         (parts, layout)
     });
     let (state, user_hooks) = start(call, &flat, erased)?;
+    // docs/semantics.md, rule C17: called in the tail of a recomputation
+    // that stopped (saving these very inputs may have stopped it), the
+    // closure computes from placeholders of its inputs, so runs dry.
+    let flat = early_stop::dry_inputs(flat)?;
     let (parts, layout) = forward(&state, user_hooks, flat)?;
     // The next call of this checkpoint starts its tables at these sizes.
     capacity::reached(

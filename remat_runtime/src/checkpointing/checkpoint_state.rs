@@ -23,7 +23,7 @@
 //! states, weak), D6 (`live_checkpoints`), H2 (the entry snapshot, taken
 //! once).
 
-use crate::bridge::AutocastState;
+use crate::bridge::{self, AutocastState};
 use crate::checkpointing::auto::Resolved;
 use crate::checkpointing::capacity;
 use crate::checkpointing::determinism::Determinism;
@@ -176,6 +176,15 @@ impl CheckpointState {
     /// The forward's path, and a recomputation's place in it.
     pub(crate) fn path(&self) -> &Mutex<Path> {
         &self.path
+    }
+
+    /// The running recomputation has rebuilt everything (docs/semantics.md,
+    /// rule C17): from here on it runs dry and its path is not checked
+    /// (R11). Whether the save that got here must fail, which ends the op
+    /// making it (only an op the stop's fallback runs can end so).
+    pub(crate) fn stop_recomputation(&self) -> bool {
+        lock(&self.path).stop();
+        bridge::stop_now()
     }
 
     /// The default generators as the forward found them.

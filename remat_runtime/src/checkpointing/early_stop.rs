@@ -1,54 +1,94 @@
-//! Early stop: a recomputation ends as soon as it has rebuilt everything
-//! the backward can still unpack, so the closure's tail after its last
-//! save never runs again. Off unless asked for, and unavailable under
-//! `panic = "abort"`: the stop unwinds through the user's closure (below),
-//! which poisons a `Mutex` guard it holds and would abort such a build.
+//! Early stop: a recomputation stops computing as soon as it has rebuilt
+//! everything the backward can still unpack, so the work after its last
+//! save is not repeated. On by default: the stop unwinds nothing.
 //!
-//! How the stop travels: the replay's pack hook (called from C++ inside an
-//! op) fails with [`STOP`], libtorch raises it as an exception out of that
-//! op, tch hands it to the closure as an `Err` (its infallible ops unwrap
-//! it: a Rust panic, on the Rust side of the bridge), and the replay driver
-//! catches the unwind and, seeing [`StopState::stopped`], returns normally.
-//! A skipped `Save` region that rebuilds the last thing needed stops from
-//! Rust directly, with `std::panic::resume_unwind` and a payload of its
-//! own. No panic crosses C++ either way: every callback C++ makes into Rust
-//! catches unwinds, and the driver's catch is quiet (the panic hook prints
-//! nothing for a replay). The flag, not the payload or the message,
-//! decides: whatever the closure makes of the failure (a panic of its own,
-//! an error it catches and goes on from), nothing backward needs is
-//! missing once the flag is set.
+//! How the stop travels: while a recomputation that may stop runs, every
+//! ATen op on its thread passes through the bridge's stop fallback
+//! (`bridge::StopArmed`, csrc/early_stop.cpp). The replay's pack hook fills
+//! the holder of the save that completes the rebuild and then fails that
+//! save with [`STOP`]; libtorch raises it out of the op's autograd kernel
+//! and the fallback, one C++ frame above, catches it and returns
+//! placeholders with the op's metadata: the op never computes. From then on
+//! the recomputation is *dry*: an op with a placeholder among its inputs
+//! computes nothing either, every other op runs as usual, and the closure
+//! runs on to its end and returns normally, its Rust code untouched (a lock
+//! it takes is released by its guard as on any run; nothing is poisoned; a
+//! `panic = "abort"` build stops as well). A skipped `Save` region whose
+//! rebuilt saves complete the rebuild, or one reached after the stop,
+//! returns placeholders. A save completed outside any op (one the runtime
+//! makes itself) is kept and the recomputation goes dry from the next op.
 //!
-//! Invariant: once `stopped` is set for a replay, every later save of that
-//! replay fails with [`STOP`] again, so nothing after the stop refills a
-//! holder, and a closure that catches the failure gets the next one at its
-//! next save.
+//! Invariant: once `stopped` is set for a replay, no later save of that
+//! replay fills a holder (`Holders::fill_next` drops them), and the path is
+//! no longer checked.
 //!
-//! docs/semantics.md rules kept here: C17 (when a replay stops), C18 (the
-//! switches and their precedence), C19 (what the tail misses).
+//! docs/semantics.md rules kept here: C17 (when a replay stops, and what
+//! runs dry), C18 (the switches and their precedence), C19 (what the tail
+//! still does).
 
+use crate::bridge;
+use crate::error::Result;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
+use tch::Tensor;
 
-/// The message of the pack hook's failure that stops a replay; it only
-/// ever shows if a closure prints the errors it swallows.
+/// The message of the pack hook's failure that stops a replay inside the
+/// op saving the last tensor; the bridge catches it before any Rust code
+/// sees it.
 pub(crate) const STOP: &str =
     "remat: recomputation stopped early, every saved tensor is rebuilt (not an error)";
 
-/// The payload a skipped `Save` region unwinds with when it rebuilt the
-/// last thing the backward needs.
-pub(crate) struct Stopped;
-
-/// Ends the running replay from Rust (no C++ frame is in between: see the
-/// module's comment). `resume_unwind` does not run the panic hook.
-pub(crate) fn stop_now() -> ! {
-    std::panic::resume_unwind(Box::new(Stopped))
+/// Whether this process can stop a recomputation early: the bridge's stop
+/// fallback is registered (it is, unless another library took its key).
+pub(crate) fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(bridge::stop_available)
 }
 
-/// Whether this build can stop a recomputation at all: the stop unwinds
-/// through the closure, and a build with `panic = "abort"` (cargo passes the
-/// profile's strategy to every crate it compiles, so this crate sees the
-/// binary's) would abort the process there instead (rule C18).
-pub(crate) const AVAILABLE: bool = cfg!(panic = "unwind");
+/// Arms the stop for a recomputation of checkpoint `name`: `None` when
+/// early stop does not apply to it or the process cannot stop.
+pub(crate) fn arm(on: bool, name: &str) -> Option<bridge::StopArmed> {
+    if !on {
+        return None;
+    }
+    bridge::StopArmed::arm(&read_message(name), &no_meta_message(name))
+}
+
+/// A checkpoint's inputs as its closure sees them: placeholders when it is
+/// called in the tail of a recomputation that stopped (rule C17), so that
+/// its ops run dry; as they are otherwise.
+pub(crate) fn dry_inputs(flat: Vec<Option<Tensor>>) -> Result<Vec<Option<Tensor>>> {
+    flat.into_iter()
+        .map(|t| match t {
+            Some(t) => Ok(Some(bridge::dry_copy(&t)?.unwrap_or(t))),
+            None => Ok(None),
+        })
+        .collect()
+}
+
+/// What reading a tensor computed after the stop says (E37).
+pub(crate) fn read_message(name: &str) -> String {
+    format!(
+        "remat: checkpoint `{name}`: this tensor was computed after its recomputation \
+         stopped early (docs/semantics.md, rule C17): from the op that saved the last \
+         tensor backward needs, recomputation computes nothing that depends on that op, \
+         so the tensor has a shape but no values. The closure reads values in its tail; \
+         turn early stop off for this checkpoint: `.early_stop(false)` \
+         (`#[checkpoint(early_stop = false)]`)"
+    )
+}
+
+/// What an op without a meta kernel, run on a tensor computed after the
+/// stop, says (E38); `{op}` is the op's name.
+pub(crate) fn no_meta_message(name: &str) -> String {
+    format!(
+        "remat: checkpoint `{name}`: after its recomputation stopped early \
+         (docs/semantics.md, rule C17), its tail ran `{{op}}` on a tensor computed after \
+         the stop, and `{{op}}` has no meta kernel, so the shape of its result is \
+         unknown. Turn early stop off for this checkpoint: `.early_stop(false)` \
+         (`#[checkpoint(early_stop = false)]`)"
+    )
+}
 
 /// The process-wide switch: 0 as the environment says, 1 on, 2 off.
 static GLOBAL: AtomicU8 = AtomicU8::new(0);
@@ -59,10 +99,10 @@ pub(crate) fn set_default(on: bool) {
 }
 
 /// The process-wide default (`Checkpoint::default_early_stop`): the last
-/// [`set_default`], else `REMAT_EARLY_STOP`, else off; always off without
-/// unwinding.
+/// [`set_default`], else `REMAT_EARLY_STOP`, else on; off where the process
+/// cannot stop.
 pub(crate) fn default_on() -> bool {
-    AVAILABLE
+    available()
         && match GLOBAL.load(Ordering::Relaxed) {
             1 => true,
             2 => false,
@@ -71,15 +111,15 @@ pub(crate) fn default_on() -> bool {
 }
 
 /// `REMAT_EARLY_STOP`, read once, in the style of `REMAT_STRICT_RECOMPUTE`.
-// docs/semantics.md, rule C18: the environment variable, read once; off
-// unless it says on.
+// docs/semantics.md, rule C18: the environment variable, read once; on
+// unless it says off.
 fn from_environment() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
-        std::env::var("REMAT_EARLY_STOP").is_ok_and(|v| {
+        !std::env::var("REMAT_EARLY_STOP").is_ok_and(|v| {
             matches!(
                 v.trim().to_ascii_lowercase().as_str(),
-                "1" | "true" | "on" | "yes"
+                "0" | "false" | "off" | "no"
             )
         })
     })

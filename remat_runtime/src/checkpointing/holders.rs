@@ -46,8 +46,10 @@ pub(crate) struct Holders {
 pub(crate) enum Filled {
     /// Counted (and put in its holder, if autograd still keeps it).
     Counted,
-    /// The replay is stopped: the save fails, which ends the op saving it.
+    /// Counted, and the last thing backward needs: the replay stops here.
     Stop,
+    /// Made after the stop, by an op of the tail that still runs: dropped.
+    Dropped,
 }
 
 impl Holders {
@@ -107,7 +109,7 @@ impl Holders {
         determinism: Determinism,
     ) -> Filled {
         if self.stop.reached(self.count) {
-            return Filled::Stop;
+            return Filled::Dropped;
         }
         let index = self.count;
         self.count += 1;
@@ -120,7 +122,7 @@ impl Holders {
             }
         }
         // The last save backward needs stops the replay at once: the op
-        // saving it does not even compute.
+        // saving it does not even compute (early_stop.rs).
         if self.stop.reached(self.count) {
             return Filled::Stop;
         }

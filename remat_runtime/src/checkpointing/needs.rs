@@ -7,7 +7,7 @@
 //! and never hands over a placeholder; or gives nothing while any
 //! checkpoint recomputes.
 
-use crate::bridge::{is_placeholder, peel_slice, Saved};
+use crate::bridge::{is_placeholder, peel_slice, stop_is_dry, Saved};
 use crate::checkpointing::frame;
 use crate::checkpointing::path::Asker;
 use crate::checkpointing::region::asked;
@@ -92,6 +92,11 @@ fn marked<T: RegionInput + ?Sized>(value: &T) {
     // docs/semantics.md, rule R11: during recomputation the mark is
     // checked against the forward's at this point before anything else.
     asked(value, false, &Asker::Needs, Location::caller());
+    // docs/semantics.md, rule C17: after the stop, what the tail marks may
+    // be dry, and nothing it reads matters any more.
+    if stop_is_dry() {
+        return;
+    }
     value.visit(&mut |t| {
         if is_placeholder(t) {
             panic!("{}", placeholder_refused(t));

@@ -260,6 +260,9 @@ struct Check {
     /// The first divergence: the recomputation fails with it, and nothing
     /// more is checked.
     diverged: Option<Divergence>,
+    /// The recomputation stopped early (C17): what its dry tail does is
+    /// not checked.
+    stopped: bool,
 }
 
 /// A recomputation that left its forward's path: the message.
@@ -313,7 +316,16 @@ impl Path {
             start: 0,
             end,
             diverged: None,
+            stopped: false,
         });
+    }
+
+    /// The running recomputation stopped early (rule C17): checked up to
+    /// here, not after.
+    pub(crate) fn stop(&mut self) {
+        if let Some(check) = &mut self.check {
+            check.stopped = true;
+        }
     }
 
     /// Whether a recomputation is being checked (what it serves is noted).
@@ -357,7 +369,7 @@ impl Path {
         step: Step,
     ) -> Result<(), Divergence> {
         let at = match &self.check {
-            Some(check) if check.diverged.is_none() => check.end,
+            Some(check) if check.diverged.is_none() && !check.stopped => check.end,
             _ => return Ok(()),
         };
         if self.log.get(at).is_some_and(|s| s.same(&step)) {
@@ -409,7 +421,7 @@ impl Path {
         let Some(check) = self.check.as_ref() else {
             return Ok(());
         };
-        if check.diverged.is_some() || self.served.is_empty() {
+        if check.diverged.is_some() || check.stopped || self.served.is_empty() {
             return Ok(());
         }
         let Some(key) = storage_key(t) else {

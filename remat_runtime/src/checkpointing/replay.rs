@@ -21,7 +21,7 @@
 use crate::autocast::Entered;
 use crate::bridge::{AutocastState, GradModeGuard, HookPair, Payload, SaveSite};
 use crate::checkpointing::checkpoint_state::CheckpointState;
-use crate::checkpointing::early_stop::STOP;
+use crate::checkpointing::early_stop::{self, STOP};
 use crate::checkpointing::frame::{self, Phase};
 use crate::checkpointing::holders::Filled;
 use crate::checkpointing::saved_tensors::SavedTensorsHooks;
@@ -128,7 +128,11 @@ fn run_closure(
     // `Err` ("replay failed"). Rule R11: checked against the forward's path
     // from its head.
     lock(state.path()).begin();
+    // docs/semantics.md, rule C17: armed for the closure only, so that what
+    // the guards above put back afterwards runs for real.
+    let armed = early_stop::arm(settings.early_stop, state.display_name());
     let outcome = catch_quietly(|| (body)(inputs));
+    drop(armed);
     let resumed = generators.map_or(Ok(()), |g| {
         g.finish()
             .map_err(|e| format!("cannot put the random generators back: {e}"))
@@ -204,15 +208,16 @@ impl HookPair for ReplayHooks {
         // packed); the graph goes when the replay ends.
         let keep = settings.backward_inside.then(|| tensor.shallow_clone());
         // docs/semantics.md, rules C6, C13 and C17: the k-th save is checked
-        // and fills holder k; once the replay is stopped, every save fails,
-        // which ends the op saving it.
+        // and fills holder k; the one that completes the rebuild fails, which
+        // ends the op saving it (the bridge catches that and runs it dry);
+        // saves of the tail's ops that still run are dropped.
         match self
             .state
             .holders()
             .fill_next(self.task, tensor, settings.determinism)
         {
-            Filled::Stop => Err(STOP.into()),
-            Filled::Counted => Ok(Box::new(keep)),
+            Filled::Stop if self.state.stop_recomputation() => Err(STOP.into()),
+            Filled::Stop | Filled::Counted | Filled::Dropped => Ok(Box::new(keep)),
         }
     }
 

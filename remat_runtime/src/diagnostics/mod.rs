@@ -3,7 +3,8 @@
 //! the forward timings the planner profiles; how those reports print bytes
 //! (`human_bytes`, for a report of the user's to print alike); the C heap's
 //! bytes in use and the CUDA allocator's counters (`device`), measures of
-//! memory independent of remat's own records.
+//! memory independent of remat's own records; the ops a stopped
+//! recomputation ran dry (`dry_ops`).
 
 pub(crate) mod cuda;
 pub mod device;
@@ -11,7 +12,7 @@ pub(crate) mod format;
 pub(crate) mod memory_report;
 pub(crate) mod saved_report;
 
-pub use crate::bridge::{backward_heap_peak, heap_bytes_in_use};
+pub use crate::bridge::{backward_heap_peak, dry_ops, heap_bytes_in_use};
 pub use crate::checkpointing::checkpoint_state::live_checkpoints;
 pub use crate::recorders::trace::{
     collect_trace, enter_scope, enter_scope_with, trace_scope, trace_scope_with, ScopeGuard, Trace,

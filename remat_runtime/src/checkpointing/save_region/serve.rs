@@ -17,7 +17,7 @@ use crate::bridge::{
     served_value, storage_key, tensor_version, PlaceholderSpec, TensorMeta, WeakStorage,
 };
 use crate::checkpointing::checkpoint_state::CheckpointState;
-use crate::checkpointing::early_stop::stop_now;
+use crate::checkpointing::early_stop;
 use crate::checkpointing::save_region::record::{Exit, RecordInner, SaveRecord, Slot};
 use crate::checkpointing::save_region::saved_input::rebuild;
 use crate::error::Result;
@@ -37,6 +37,11 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
     let record = state
         .records()
         .reached(name, || state.region_display(name))?;
+    // docs/semantics.md, rule C17: in a recomputation that stopped, the
+    // region does nothing and its outputs are placeholders.
+    if state.holders().stopped() {
+        return dry_outputs(state, &record);
+    }
     let checking = lock(state.path()).checking();
     let mut inner = record.inner();
     // docs/semantics.md, rules P1 and H3: first the region's exit snapshot.
@@ -49,7 +54,8 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
         // last thing backward needs; then the replay ends here.
         if state.holders().region_rebuilt() {
             drop(inner);
-            stop_now();
+            state.stop_recomputation();
+            return dry_outputs(state, &record);
         }
     }
     // docs/semantics.md, rule P3: released when served, unless the graph is
@@ -89,6 +95,31 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
     if checking {
         note_served(state, &record, &parts);
     }
+    O::from_parts(parts, &layout)
+}
+
+/// The region's outputs in a recomputation that stopped: placeholders that
+/// say so, on which the tail's ops run dry (rule C17).
+fn dry_outputs<O: RegionOutput>(state: &CheckpointState, record: &SaveRecord) -> Result<O> {
+    let inner = record.inner();
+    let message = early_stop::read_message(state.display_name());
+    let mut parts = Vec::with_capacity(inner.outputs().len());
+    for (i, out) in inner.outputs().iter().enumerate() {
+        parts.push(match out.spec() {
+            Some(spec) => {
+                let spec = PlaceholderSpec::from_meta(&spec.meta).ok_or_else(|| {
+                    record.error(format!(
+                        "output {i} has an element type tch cannot name, so no placeholder \
+                         can stand in for it"
+                    ))
+                })?;
+                Some(placeholder(&spec, &message)?)
+            }
+            None => None,
+        });
+    }
+    let layout = inner.layout().to_vec();
+    drop(inner);
     O::from_parts(parts, &layout)
 }
 
