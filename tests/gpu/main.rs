@@ -9,6 +9,7 @@
 //! forward's kernels on the forward's inputs, so the bits must agree on
 //! CUDA as on the CPU (docs/testing.md; docs/semantics.md, rule D7).
 
+mod early_stop;
 mod gradients;
 mod inside;
 mod memory;
