@@ -27,7 +27,9 @@
 // - any other op is computed on the meta device from meta copies of its
 //   arguments (so written arguments stay untouched) and returns placeholders
 //   of the meta results' layouts on the arguments' device. An op without a
-//   meta kernel fails with a message naming it.
+//   meta kernel fails with a message naming it, unless it is the op the
+//   stop was raised in, whose arguments are all live: that one runs for
+//   real.
 //
 // Invariants: the fallback runs each live op with its key excluded, so the
 // ops a live op makes inside (a composite's parts, a pack hook's own ops)
@@ -395,8 +397,8 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       throw;
     }
     stack->erase(stack->begin() + base, stack->end());
-    for (c10::IValue& v : args) {
-      stack->push_back(std::move(v));
+    for (const c10::IValue& v : args) {
+      stack->push_back(v);
     }
     if (autocast_recasts(op, after)) {
       // On placeholders of its arguments, its casts and inner call come
@@ -408,7 +410,18 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       op.redispatchBoxed(after, stack);
       return;
     }
-    run_dry(op, after, stack);
+    try {
+      run_dry(op, after, stack);
+    } catch (...) {
+      // No meta kernel: its arguments are live, so it runs for real (its
+      // saves, after the stop, fill no holder).
+      stack->erase(stack->begin() + base, stack->end());
+      for (c10::IValue& v : args) {
+        stack->push_back(std::move(v));
+      }
+      c10::impl::ExcludeDispatchKeyGuard below(kKey);
+      op.redispatchBoxed(after, stack);
+    }
   }
 }
 

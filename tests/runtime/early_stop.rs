@@ -705,3 +705,32 @@ fn the_reference_blocks_run_their_tail_dry_through_needs() {
         assert_eq!(dry, tail.repeat(blocks), "{policy:?}");
     }
 }
+
+#[test]
+// docs/semantics.md, rule C17: the op the stop is raised in has live
+// arguments; when it has no meta kernel (`masked_select`, whose result's
+// shape depends on the mask's values) it runs for real instead of dry, so
+// the tail goes on with a live tensor rather than failing.
+fn a_stopped_op_without_a_meta_kernel_runs_for_real() {
+    let seen = Arc::new(Mutex::new(None));
+    let s = seen.clone();
+    let x = input();
+    let mask = x.detach().gt(0.0);
+    let m = mask.shallow_clone();
+    let y = checkpoint("masked").call(&x, move |x| {
+        let picked = x.masked_select(&m); // saves `x`: the last save
+        let out = &picked * 2.0;
+        if is_recomputing() {
+            *s.lock().unwrap() = Some(is_placeholder(&out));
+        }
+        out
+    });
+    y.sum(Kind::Float).backward();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(false),
+        "the tail ran on a live tensor"
+    );
+    let (_, g0) = plain(&x, |x| x.masked_select(&mask) * 2.0);
+    assert_bitwise(&x.grad(), &g0, "gradient");
+}
