@@ -298,10 +298,11 @@ void* remat_stop_arm(const char* read_message, size_t read_len,
                      const char* no_meta_message, size_t no_meta_len);
 void remat_stop_disarm(void* previous);
 // The armed recomputation on this thread has rebuilt everything: from now
-// on every op with a placeholder input runs dry. Returns 1 when an op the
-// fallback runs is in progress, so that failing the save being made ends
-// that op (it then runs dry too), 0 otherwise.
-int remat_stop_now(void);
+// on every op with a placeholder input runs dry. With `end_op`, returns 1
+// when an op the fallback runs is in progress, so that failing the save
+// being made ends that op (it then runs dry too); otherwise returns 0, and
+// that op's results are made dry when it returns.
+int remat_stop_now(int end_op);
 // A placeholder of `t`'s layout saying what a dry placeholder says, in *out,
 // when this thread's recomputation has stopped; NULL otherwise.
 remat_err remat_stop_dry_copy(const remat_tensor* t, remat_tensor** out);

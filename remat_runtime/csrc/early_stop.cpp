@@ -72,6 +72,9 @@ struct StopState {
   // How many ops the fallback is running for the armed recomputation (the
   // frames that catch a stop raised inside them).
   int frames = 0;
+  // The stop was reached inside the running op without ending it: its
+  // results are made dry when it returns.
+  bool dry_results = false;
   // What a read of a dry placeholder says, and what an op without a meta
   // kernel says (its `{op}` replaced by the op's name).
   std::string read_message;
@@ -393,6 +396,7 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     Frame frame;
     op.redispatchBoxed(after, stack);
   } catch (...) {
+    t_stop.dry_results = false;
     if (t_stop.state != Stop::Dry) {
       throw;
     }
@@ -421,6 +425,16 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       }
       c10::impl::ExcludeDispatchKeyGuard below(kKey);
       op.redispatchBoxed(after, stack);
+    }
+    return;
+  }
+  if (t_stop.dry_results) {
+    // It computed (ending it would have cost more than it saves), but
+    // what follows from its results runs dry.
+    t_stop.dry_results = false;
+    const size_t returns = op.schema().returns().size();
+    for (size_t i = stack->size() - returns; i < stack->size(); ++i) {
+      (*stack)[i] = dry_copy_of((*stack)[i]);
     }
   }
 }
@@ -458,12 +472,19 @@ void remat_stop_disarm(void* previous) {
   delete state;
 }
 
-int remat_stop_now(void) {
+int remat_stop_now(int end_op) {
   if (t_stop.state != Stop::Armed) {
     return 0;
   }
   t_stop.state = Stop::Dry;
-  return t_stop.frames > 0 ? 1 : 0;
+  if (t_stop.frames == 0) {
+    return 0;
+  }
+  if (end_op != 0) {
+    return 1;
+  }
+  t_stop.dry_results = true;
+  return 0;
 }
 
 remat_err remat_stop_dry_copy(const remat_tensor* t, remat_tensor** out) {

@@ -12,10 +12,11 @@ use tch::{Device, Kind, Tensor};
 /// The gradient of `x` and, for the recomputation, whether the tail was
 /// dry, its dtype and its device.
 fn run(device: Device, early_stop: bool) -> (Vec<f32>, Option<(bool, Kind, Device)>) {
-    let x = Tensor::linspace(-1.0, 1.0, 64 * 64, (Kind::Float, device))
-        .reshape([64, 64])
+    // Large enough (`ENDS_OP_FROM` elements) that the stop ends its op.
+    let x = Tensor::linspace(-1.0, 1.0, 256 * 256, (Kind::Float, device))
+        .reshape([256, 256])
         .set_requires_grad(true);
-    let w = Tensor::linspace(0.5, -0.5, 64 * 64, (Kind::Float, device)).reshape([64, 64]);
+    let w = Tensor::linspace(0.5, -0.5, 256 * 256, (Kind::Float, device)).reshape([256, 256]);
     let seen = Arc::new(Mutex::new(None));
     let s = seen.clone();
     let y = autocast(device, Kind::Half, || {

@@ -658,8 +658,12 @@ fn an_op_without_a_meta_kernel_after_the_stop_names_itself() {
 fn under_autocast_a_dry_tail_has_the_forwards_dtypes() {
     let kinds = Arc::new(Mutex::new(Vec::new()));
     let k = kinds.clone();
-    let x = input();
-    let w = Tensor::from_slice(&[0.5f32, -0.25, 0.75, 1.0]).view([2, 2]);
+    // Large enough that the stop ends the last matrix product, which then
+    // runs dry through autocast's casts.
+    let x = Tensor::linspace(-1.0, 1.0, 1 << 16, (Kind::Float, Device::Cpu))
+        .view([256, 256])
+        .set_requires_grad(true);
+    let w = Tensor::linspace(0.5, -0.5, 1 << 16, (Kind::Float, Device::Cpu)).view([256, 256]);
     let y = autocast(Device::Cpu, Kind::BFloat16, || {
         checkpoint("autocast").call(&x, move |x| {
             let h = x.tanh(); // the last save (its output)
@@ -684,25 +688,44 @@ fn under_autocast_a_dry_tail_has_the_forwards_dtypes() {
 
 #[test]
 // docs/semantics.md, rules C17 and C19: in the reference model written
-// with the macros, each block's recomputation runs its last matrix product
-// and the residual add after it dry (`needs m` in the tail marks a dry
-// output without failing, so the add is reached); under `save_mlp` the
-// `mlp` region rebuilds the last saves, and only the add after it is dry.
+// with the macros, each block's recomputation runs the residual add after
+// its last save dry (`needs m` in the tail marks a dry output without
+// failing, so the add is reached). The small config's last matrix product
+// saves 16,384 elements, too few to be worth ending, so it computes (the
+// medium model's, 2,097,152, runs dry: docs/performance.md, section 5);
+// under `save_mlp` the `mlp` region rebuilds the last saves.
 fn the_reference_blocks_run_their_tail_dry_through_needs() {
     let model = Model::new(SMALL, 0);
     let (tokens, targets) = batch(SMALL, 1);
     let blocks = SMALL.l as usize;
-    for (policy, tail) in [
-        (ModelPolicy::Full, &["aten::linear", "aten::add.Tensor"][..]),
-        (
-            ModelPolicy::Selective,
-            &["aten::linear", "aten::add.Tensor"][..],
-        ),
-        (ModelPolicy::SaveMlp, &["aten::add.Tensor"][..]),
+    for policy in [
+        ModelPolicy::Full,
+        ModelPolicy::Selective,
+        ModelPolicy::SaveMlp,
     ] {
+        let tail = ["aten::add.Tensor"];
         let loss = model.loss(&tokens, &targets, policy);
         let ((), dry) = dry_ops(|| loss.backward());
         assert_eq!(dry, tail.repeat(blocks), "{policy:?}");
+    }
+}
+
+#[test]
+// docs/semantics.md, rule C17: the op whose save completes the rebuild
+// computes nothing when it saves at least `ENDS_OP_FROM` elements; a
+// smaller one computes (ending it would cost more than it saves), and
+// what follows from its results runs dry either way.
+fn the_stopping_op_ends_only_when_it_is_large() {
+    for (n, dry) in [
+        (1 << 16, &["aten::sin", "aten::mul.Scalar"][..]),
+        ((1 << 16) - 1, &["aten::mul.Scalar"][..]),
+    ] {
+        let x = Tensor::linspace(-1.0, 1.0, n, (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let y = checkpoint("sizes").call(&x, |x| x.sin() * 2.0); // `sin` saves `x`
+        let ((), ran) = dry_ops(|| y.sum(Kind::Float).backward());
+        assert_eq!(ran, dry, "{n} elements");
+        let (_, g0) = plain(&x, |x| x.sin() * 2.0);
+        assert_bitwise(&x.grad(), &g0, &format!("gradient, {n} elements"));
     }
 }
 
@@ -714,7 +737,9 @@ fn the_reference_blocks_run_their_tail_dry_through_needs() {
 fn a_stopped_op_without_a_meta_kernel_runs_for_real() {
     let seen = Arc::new(Mutex::new(None));
     let s = seen.clone();
-    let x = input();
+    // Large enough that the stop ends the op (`ENDS_OP_FROM` elements).
+    let x =
+        Tensor::linspace(-1.0, 1.0, 1 << 16, (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let mask = x.detach().gt(0.0);
     let m = mask.shallow_clone();
     let y = checkpoint("masked").call(&x, move |x| {

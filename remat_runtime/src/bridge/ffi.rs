@@ -180,7 +180,7 @@ unsafe extern "C" {
         no_meta_len: usize,
     ) -> *mut c_void;
     pub(super) fn remat_stop_disarm(previous: *mut c_void);
-    pub(super) fn remat_stop_now() -> c_int;
+    pub(super) fn remat_stop_now(end_op: c_int) -> c_int;
     pub(super) fn remat_stop_dry_copy(t: *const C_tensor, out: *mut *mut C_tensor) -> RematErr;
     pub(super) fn remat_stop_is_dry() -> c_int;
     pub(super) fn remat_dry_log_begin();

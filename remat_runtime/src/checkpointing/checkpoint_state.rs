@@ -181,10 +181,11 @@ impl CheckpointState {
     /// The running recomputation has rebuilt everything (docs/semantics.md,
     /// rule C17): from here on it runs dry and its path is not checked
     /// (R11). Whether the save that got here must fail, which ends the op
-    /// making it (only an op the stop's fallback runs can end so).
-    pub(crate) fn stop_recomputation(&self) -> bool {
+    /// making it: asked with `end_op`, and only an op the stop's fallback
+    /// runs can end so.
+    pub(crate) fn stop_recomputation(&self, end_op: bool) -> bool {
         lock(&self.path).stop();
-        bridge::stop_now()
+        bridge::stop_now(end_op)
     }
 
     /// The default generators as the forward found them.

@@ -5,10 +5,12 @@
 //! How the stop travels: while a recomputation that may stop runs, every
 //! ATen op on its thread passes through the bridge's stop fallback
 //! (`bridge::StopArmed`, csrc/early_stop.cpp). The replay's pack hook fills
-//! the holder of the save that completes the rebuild and then fails that
-//! save with [`STOP`]; libtorch raises it out of the op's autograd kernel
-//! and the fallback, one C++ frame above, catches it and returns
-//! placeholders with the op's metadata: the op never computes. From then on
+//! the holder of the save that completes the rebuild and then, when that
+//! save is large enough to be worth it ([`ENDS_OP_FROM`]), fails it with
+//! [`STOP`]; libtorch raises it out of the op's autograd kernel and the
+//! fallback, one C++ frame above, catches it and returns placeholders with
+//! the op's metadata: the op never computes. A smaller op computes, and the
+//! fallback makes its results placeholders when it returns. From then on
 //! the recomputation is *dry*: an op with a placeholder among its inputs
 //! computes nothing either, every other op runs as usual, and the closure
 //! runs on to its end and returns normally, its Rust code untouched (a lock
@@ -52,6 +54,19 @@ pub(crate) fn arm(on: bool, name: &str) -> Option<bridge::StopArmed> {
         return None;
     }
     bridge::StopArmed::arm(&read_message(name), &no_meta_message(name))
+}
+
+/// Whether the save that completes a rebuild ends the op making it: only
+/// when that op is worth more than ending it costs. Ending it raises a C++
+/// exception out of the op, whose unwinding through libtorch's frames cost
+/// tens of microseconds on the development machine (docs/performance.md,
+/// section 7), about what an op on a tensor of this many elements takes;
+/// a smaller op computes, and its results are dry from then on (rule C17).
+pub(crate) const ENDS_OP_FROM: i64 = 1 << 16;
+
+/// Whether saving `tensor` as the last thing backward needs ends its op.
+pub(crate) fn ends_its_op(tensor: &Tensor) -> bool {
+    tensor.numel() as i64 >= ENDS_OP_FROM
 }
 
 /// A checkpoint's inputs as its closure sees them: placeholders when it is
@@ -161,8 +176,14 @@ impl StopState {
     /// everything the backward can still unpack. From the first `true` on,
     /// every later call says `true` (the module's invariant).
     pub(crate) fn reached(&mut self, refilled: usize) -> bool {
-        self.stopped |= self.on && refilled >= self.holders && self.rebuilt >= self.rebuilds;
+        self.stopped |= self.would_reach(refilled);
         self.stopped
+    }
+
+    /// Whether [`StopState::reached`] would say the replay stops once
+    /// `refilled` holders are filled, without noting it.
+    pub(crate) fn would_reach(&self, refilled: usize) -> bool {
+        self.stopped || (self.on && refilled >= self.holders && self.rebuilt >= self.rebuilds)
     }
 
     /// Whether the replay stopped: what it still runs is the tail.

@@ -16,7 +16,7 @@
 //! stop rule).
 
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
-use crate::checkpointing::early_stop::StopState;
+use crate::checkpointing::early_stop::{ends_its_op, StopState};
 use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -46,8 +46,9 @@ pub(crate) struct Holders {
 pub(crate) enum Filled {
     /// Counted (and put in its holder, if autograd still keeps it).
     Counted,
-    /// Counted, and the last thing backward needs: the replay stops here.
-    Stop,
+    /// Counted, and the last thing backward needs: the replay stops here;
+    /// `end_op`: the op making it is worth ending (`early_stop::ends_its_op`).
+    Stop { end_op: bool },
     /// Made after the stop, by an op of the tail that still runs: dropped.
     Dropped,
 }
@@ -111,6 +112,8 @@ impl Holders {
         if self.stop.reached(self.count) {
             return Filled::Dropped;
         }
+        // Sized only for the save that stops the replay.
+        let end_op = self.stop.would_reach(self.count + 1) && ends_its_op(&tensor);
         let index = self.count;
         self.count += 1;
         if index < self.slots.len() {
@@ -124,7 +127,7 @@ impl Holders {
         // The last save backward needs stops the replay at once: the op
         // saving it does not even compute (early_stop.rs).
         if self.stop.reached(self.count) {
-            return Filled::Stop;
+            return Filled::Stop { end_op };
         }
         Filled::Counted
     }

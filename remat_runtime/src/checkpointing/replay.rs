@@ -216,8 +216,8 @@ impl HookPair for ReplayHooks {
             .holders()
             .fill_next(self.task, tensor, settings.determinism)
         {
-            Filled::Stop if self.state.stop_recomputation() => Err(STOP.into()),
-            Filled::Stop | Filled::Counted | Filled::Dropped => Ok(Box::new(keep)),
+            Filled::Stop { end_op } if self.state.stop_recomputation(end_op) => Err(STOP.into()),
+            Filled::Stop { .. } | Filled::Counted | Filled::Dropped => Ok(Box::new(keep)),
         }
     }
 

@@ -54,7 +54,7 @@ pub(crate) fn serve<I: RegionInput, O: RegionOutput>(
         // last thing backward needs; then the replay ends here.
         if state.holders().region_rebuilt() {
             drop(inner);
-            state.stop_recomputation();
+            state.stop_recomputation(false);
             return dry_outputs(state, &record);
         }
     }
