@@ -240,12 +240,14 @@ fn render(
     let _ = writeln!(
         o,
         "\n`none`: remat {}, torch {} (the same plain model on both sides).\n\n\
-         **What the replay adds per op.** While a recomputation may stop, every op of its closure \
-         passes through the stop's dispatcher fallback (csrc/early_stop.cpp: its arguments boxed \
-         and kept until the op returns, so that the op can run dry if its save stops the \
-         recomputation). Measured on a checkpoint around {CHAIN} `sin` on one element, whose \
-         backward recomputes all of them: (backward with early stop on − off) ÷ {CHAIN}, each \
-         round's value the least of 9 runs of each, alternating: **{:.2} µs ({:.2}–{:.2}) per op**. \
+         **What the replay adds per op.** While a recomputation may stop, its last ops (from the \
+         save before the first one the stopping op can make, which the forward counted) pass \
+         through the stop's dispatcher fallback (csrc/early_stop.cpp: their arguments boxed and \
+         kept until the op returns, so that the op can run dry if its save stops the \
+         recomputation); the ops before them do not. Measured on a checkpoint around {CHAIN} \
+         `sin` on one element, whose backward recomputes all of them: (backward with early stop \
+         on − off) ÷ {CHAIN}, each round's value the least of 9 runs of each, alternating: \
+         **{:.2} µs ({:.2}–{:.2}) per op of the replay**. \
          The other costs of remat's replay (holders, the metadata and path checks, the kept \
          random state) are measured in sections 3 and 8.\n",
         ms(none),

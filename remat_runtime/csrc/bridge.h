@@ -288,14 +288,18 @@ void remat_cuda_event_free(void* event);
 // Whether this process can stop a recomputation early (the dispatcher
 // fallback is registered, once, on the first call).
 int remat_stop_available(void);
-// Arms the stop on this thread for one recomputation: every ATen op passes
-// through the fallback until `remat_stop_disarm`. The messages are a dry
+// Arms the stop on this thread for one recomputation: with `active`, every
+// ATen op passes through the fallback from now until `remat_stop_disarm`;
+// without, from `remat_stop_activate` on (the ops before the last few of a
+// recomputation cannot make the save that stops it). The messages are a dry
 // placeholder's (what reading one says) and an op's without a meta kernel
 // (`{op}` is replaced by its name). Returns the thread's previous stop
 // state, to be handed to `remat_stop_disarm`, or NULL when the stop is not
 // available (nothing is armed then).
 void* remat_stop_arm(const char* read_message, size_t read_len,
-                     const char* no_meta_message, size_t no_meta_len);
+                     const char* no_meta_message, size_t no_meta_len,
+                     int active);
+void remat_stop_activate(void);
 void remat_stop_disarm(void* previous);
 // The armed recomputation on this thread has rebuilt everything: from now
 // on every op with a placeholder input runs dry. With `end_op`, returns 1

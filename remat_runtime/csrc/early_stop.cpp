@@ -3,9 +3,11 @@
 // A recomputation is done once it has refilled the last holder backward
 // still reads, which happens inside an op: its autograd kernel saves its
 // inputs, the last one completes the rebuild, and the op would then compute
-// a result nobody reads. While a recomputation that may stop runs, every
-// ATen op on its thread passes through a dispatcher fallback on a mode key
-// above autograd and autocast (`arm`). When the replay's pack hook reports
+// a result nobody reads. While a recomputation that may stop runs its last
+// ops (from the save before the stopping op's first: `remat_stop_activate`,
+// or from its start), every ATen op on its thread passes through a
+// dispatcher fallback on a mode key above autograd and autocast (`arm`).
+// When the replay's pack hook reports
 // the stop, libtorch raises it out of the op's autograd kernel, and the
 // fallback catches it right there, in C++, one frame above the op: the op
 // then "runs dry" and returns placeholders (rule P4) with the metadata it
@@ -446,7 +448,8 @@ extern "C" {
 int remat_stop_available(void) { return registered() ? 1 : 0; }
 
 void* remat_stop_arm(const char* read_message, size_t read_len,
-                     const char* no_meta_message, size_t no_meta_len) {
+                     const char* no_meta_message, size_t no_meta_len,
+                     int active) {
   if (!registered()) {
     return nullptr;
   }
@@ -458,10 +461,18 @@ void* remat_stop_arm(const char* read_message, size_t read_len,
     auto* previous = new StopState(std::move(t_stop));
     previous->key_was_included = c10::impl::tls_is_dispatch_key_included(kKey);
     t_stop = std::move(armed);
-    c10::impl::tls_set_dispatch_key_included(kKey, true);
+    if (active != 0) {
+      c10::impl::tls_set_dispatch_key_included(kKey, true);
+    }
     return previous;
   } catch (...) {
     return nullptr;  // out of memory: the recomputation runs whole
+  }
+}
+
+void remat_stop_activate(void) {
+  if (t_stop.state == Stop::Armed) {
+    c10::impl::tls_set_dispatch_key_included(kKey, true);
   }
 }
 

@@ -759,3 +759,19 @@ fn a_stopped_op_without_a_meta_kernel_runs_for_real() {
     let (_, g0) = plain(&x, |x| x.masked_select(&mask) * 2.0);
     assert_bitwise(&x.grad(), &g0, "gradient");
 }
+
+#[test]
+// docs/semantics.md, rule C17: the stop's fallback runs the ops of a
+// recomputation only from the save before the last op's saves on (the
+// forward counted how many saves an op makes), and still ends the
+// stopping op: here `exp`, after `sin` and `cos` ran without it.
+fn the_fallback_armed_for_the_last_ops_still_ends_the_stopping_op() {
+    let x =
+        Tensor::linspace(-1.0, 1.0, 1 << 16, (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let body = |x: Tensor| x.sin().cos().exp() * 2.0; // each saves one tensor
+    let y = checkpoint("late").call(&x, body);
+    let ((), dry) = dry_ops(|| y.sum(Kind::Float).backward());
+    assert_eq!(dry, ["aten::exp", "aten::mul.Scalar"]);
+    let (_, g0) = plain(&x, body);
+    assert_bitwise(&x.grad(), &g0, "gradient");
+}

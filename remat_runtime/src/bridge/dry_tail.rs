@@ -28,8 +28,10 @@ pub(crate) struct StopArmed {
 impl StopArmed {
     /// Arms the stop: `read` is what reading a tensor computed after the
     /// stop says, `no_meta` what an op without a meta kernel says (`{op}`
-    /// is its name). `None` when the stop is not available.
-    pub(crate) fn arm(read: &str, no_meta: &str) -> Option<StopArmed> {
+    /// is its name); `active`: ops pass through the fallback from now on,
+    /// else from [`StopArmed::activate`]. `None` when the stop is not
+    /// available.
+    pub(crate) fn arm(read: &str, no_meta: &str, active: bool) -> Option<StopArmed> {
         if !stop_available() {
             return None;
         }
@@ -41,10 +43,18 @@ impl StopArmed {
                 read.len(),
                 no_meta.as_ptr().cast(),
                 no_meta.len(),
+                c_int::from(active),
             )
         };
         (!previous.is_null()).then_some(StopArmed { previous })
     }
+}
+
+/// From now on every op of the armed recomputation on this thread passes
+/// through the stop's fallback (nothing if none is armed).
+pub(crate) fn stop_activate() {
+    // SAFETY: no arguments; touches only this thread's stop state.
+    unsafe { ffi::remat_stop_activate() }
 }
 
 impl Drop for StopArmed {

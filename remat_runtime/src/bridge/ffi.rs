@@ -178,7 +178,9 @@ unsafe extern "C" {
         read_len: usize,
         no_meta_message: *const c_char,
         no_meta_len: usize,
+        active: c_int,
     ) -> *mut c_void;
+    pub(super) fn remat_stop_activate();
     pub(super) fn remat_stop_disarm(previous: *mut c_void);
     pub(super) fn remat_stop_now(end_op: c_int) -> c_int;
     pub(super) fn remat_stop_dry_copy(t: *const C_tensor, out: *mut *mut C_tensor) -> RematErr;

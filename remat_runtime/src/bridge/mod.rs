@@ -42,7 +42,9 @@ pub(crate) use device::{
     set_deterministic_algorithms,
 };
 pub use dry_tail::dry_ops;
-pub(crate) use dry_tail::{dry_copy, stop_available, stop_is_dry, stop_now, StopArmed};
+pub(crate) use dry_tail::{
+    dry_copy, stop_activate, stop_available, stop_is_dry, stop_now, StopArmed,
+};
 pub use heap::{backward_heap_peak, heap_bytes_in_use};
 pub(crate) use hook_stack::{
     hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite,

@@ -2,9 +2,12 @@
 //! everything the backward can still unpack, so the work after its last
 //! save is not repeated. On by default: the stop unwinds nothing.
 //!
-//! How the stop travels: while a recomputation that may stop runs, every
-//! ATen op on its thread passes through the bridge's stop fallback
-//! (`bridge::StopArmed`, csrc/early_stop.cpp). The replay's pack hook fills
+//! How the stop travels: while a recomputation that may stop runs its last
+//! ops, every ATen op on its thread passes through the bridge's stop
+//! fallback (`bridge::StopArmed`, csrc/early_stop.cpp); "last" counts from
+//! the save before the first one the stopping op can make, which the
+//! forward measured as the most saves one autograd node made
+//! (`Holders::arm_at`). The replay's pack hook fills
 //! the holder of the save that completes the rebuild and then, when that
 //! save is large enough to be worth it ([`ENDS_OP_FROM`]), fails it with
 //! [`STOP`]; libtorch raises it out of the op's autograd kernel and the
@@ -47,13 +50,14 @@ pub(crate) fn available() -> bool {
     *AVAILABLE.get_or_init(bridge::stop_available)
 }
 
-/// Arms the stop for a recomputation of checkpoint `name`: `None` when
-/// early stop does not apply to it or the process cannot stop.
-pub(crate) fn arm(on: bool, name: &str) -> Option<bridge::StopArmed> {
+/// Arms the stop for a recomputation of checkpoint `name`, its fallback
+/// active from the start or only once `Holders` says so: `None` when early
+/// stop does not apply to it or the process cannot stop.
+pub(crate) fn arm(on: bool, name: &str, active: bool) -> Option<bridge::StopArmed> {
     if !on {
         return None;
     }
-    bridge::StopArmed::arm(&read_message(name), &no_meta_message(name))
+    bridge::StopArmed::arm(&read_message(name), &no_meta_message(name), active)
 }
 
 /// Whether the save that completes a rebuild ends the op making it: only

@@ -97,7 +97,9 @@ impl HookPair for ForwardHooks {
         });
         // docs/semantics.md, rule C3: everything else becomes an empty
         // holder, in save order.
-        let index = state.holders().add(&slot, &tensor, settings.determinism);
+        let index = state
+            .holders()
+            .add(&slot, &tensor, settings.determinism, site.node);
         Ok(Box::new(Holder {
             state: state.clone(),
             index,

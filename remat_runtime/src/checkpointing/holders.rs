@@ -15,6 +15,7 @@
 //! determinism checks), C16 (values kept while the forward runs), C17 (the
 //! stop rule).
 
+use crate::bridge::NodeId;
 use crate::checkpointing::determinism::{Determinism, ForwardSave};
 use crate::checkpointing::early_stop::{ends_its_op, StopState};
 use crate::sync::lock;
@@ -38,14 +39,24 @@ pub(crate) struct Holders {
     count: usize,
     /// The first error a replay's hooks met (they cannot return it).
     error: Option<String>,
+    /// The forward's last saving node, how many saves in a row it made, and
+    /// the most any node made in a row: how many saves the op that stops a
+    /// replay can make (its node's, or its last node's for a composite).
+    last_node: Option<NodeId>,
+    run: usize,
+    most_per_node: usize,
+    /// The running replay's save after which the stop's fallback must be
+    /// active: before the first save the stopping op can make.
+    arm_at: usize,
     /// What the running replay must still rebuild, and whether it stopped.
     stop: StopState,
 }
 
 /// What the replay's k-th save became.
 pub(crate) enum Filled {
-    /// Counted (and put in its holder, if autograd still keeps it).
-    Counted,
+    /// Counted (and put in its holder, if autograd still keeps it);
+    /// `arm`: from here on the stop's fallback must run every op.
+    Counted { arm: bool },
     /// Counted, and the last thing backward needs: the replay stops here;
     /// `end_op`: the op making it is worth ending (`early_stop::ends_its_op`).
     Stop { end_op: bool },
@@ -61,7 +72,18 @@ impl Holders {
         slot: &Arc<HolderSlot>,
         tensor: &Tensor,
         determinism: Determinism,
+        node: Option<NodeId>,
     ) -> usize {
+        // An unknown node counts as a new one each time: the count is then
+        // low, the fallback armed late, and a stop it misses still correct
+        // (early_stop.rs: the op computes, and its results are dry).
+        self.run = if node.is_some() && node == self.last_node {
+            self.run + 1
+        } else {
+            1
+        };
+        self.last_node = node;
+        self.most_per_node = self.most_per_node.max(self.run);
         self.slots.push(Arc::downgrade(slot));
         determinism.record(&mut self.forward_saves, tensor);
         self.slots.len() - 1
@@ -90,6 +112,7 @@ impl Holders {
             .rposition(|h| h.strong_count() > 0)
             .map_or(0, |last| last + 1);
         self.stop = StopState::start(early_stop, holders, self.rebuild_regions);
+        self.arm_at = holders.saturating_sub(self.most_per_node);
         // docs/semantics.md, rule C7: a closure that left nothing to rebuild
         // is not run again, with early stop off too, as torch never
         // recomputes one that saved nothing.
@@ -129,7 +152,9 @@ impl Holders {
         if self.stop.reached(self.count) {
             return Filled::Stop { end_op };
         }
-        Filled::Counted
+        Filled::Counted {
+            arm: self.count == self.arm_at,
+        }
     }
 
     /// A skipped `Save` region rebuilt its saves: whether that was the last
@@ -137,6 +162,12 @@ impl Holders {
     pub(crate) fn region_rebuilt(&mut self) -> bool {
         self.stop.note_rebuilt();
         self.stop.reached(self.count)
+    }
+
+    /// The save after which the running replay's stop fallback must be
+    /// active (0: from its start).
+    pub(crate) fn arm_at(&self) -> usize {
+        self.arm_at
     }
 
     /// Whether the running replay stopped (C17).

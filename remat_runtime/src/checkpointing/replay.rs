@@ -19,7 +19,7 @@
 //! (a recomputed checkpoint leaves the whole-model report).
 
 use crate::autocast::Entered;
-use crate::bridge::{AutocastState, GradModeGuard, HookPair, Payload, SaveSite};
+use crate::bridge::{self, AutocastState, GradModeGuard, HookPair, Payload, SaveSite};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop::{self, STOP};
 use crate::checkpointing::frame::{self, Phase};
@@ -130,7 +130,8 @@ fn run_closure(
     lock(state.path()).begin();
     // docs/semantics.md, rule C17: armed for the closure only, so that what
     // the guards above put back afterwards runs for real.
-    let armed = early_stop::arm(settings.early_stop, state.display_name());
+    let from_start = state.holders().arm_at() == 0;
+    let armed = early_stop::arm(settings.early_stop, state.display_name(), from_start);
     let outcome = catch_quietly(|| (body)(inputs));
     drop(armed);
     let resumed = generators.map_or(Ok(()), |g| {
@@ -217,7 +218,12 @@ impl HookPair for ReplayHooks {
             .fill_next(self.task, tensor, settings.determinism)
         {
             Filled::Stop { end_op } if self.state.stop_recomputation(end_op) => Err(STOP.into()),
-            Filled::Stop { .. } | Filled::Counted | Filled::Dropped => Ok(Box::new(keep)),
+            Filled::Counted { arm: true } => {
+                // The ops that may make the stopping save are next.
+                bridge::stop_activate();
+                Ok(Box::new(keep))
+            }
+            Filled::Stop { .. } | Filled::Counted { .. } | Filled::Dropped => Ok(Box::new(keep)),
         }
     }
 
