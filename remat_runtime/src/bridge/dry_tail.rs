@@ -29,7 +29,7 @@ impl StopArmed {
     /// Arms the stop: `read` is what reading a tensor computed after the
     /// stop says, `no_meta` what an op without a meta kernel says (`{op}`
     /// is its name); `active`: ops pass through the fallback from now on,
-    /// else from [`StopArmed::activate`]. `None` when the stop is not
+    /// else from [`stop_activate`]. `None` when the stop is not
     /// available.
     pub(crate) fn arm(read: &str, no_meta: &str, active: bool) -> Option<StopArmed> {
         if !stop_available() {
