@@ -459,7 +459,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 pub const IMPLS: [&str; 3] = ["remat", "torch_remat", "torch"];
 
 /// The pause at each switch between the Rust process and the Python one.
-pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Section 1 at `t` intra-op threads: every variant once per round, the
 /// order rotating, a first untimed round.
@@ -488,31 +488,10 @@ fn step_section(
             let mut last_side = None;
             for (imp, p) in variants {
                 let name = rust_side::policy_name(p);
-                // The process that ran last keeps its intra-op threads
-                // spinning for a while after its step; with as many threads
-                // as cores, the first steps of the other process would
-                // share the cores with them (docs/performance.md, section
-                // 6). A pause at each switch lets them park.
-                //
-                // The process that ran last has also filled the caches with
-                // its own memory, so the first step after a switch runs
-                // cold; in the cyclic order the same variant would always
-                // pay for it (remat's `none`, after the Python `save_mlp`).
-                // That step is run once untimed first, as is a round's
-                // first (the round before may have ended on either side).
-                let side = imp == "remat";
-                let mut step = || match imp {
+                let (secs, loss) = timed_on_side(&mut last_side, imp == "remat", || match imp {
                     "remat" => Ok(rust_side::step(&setup, p)),
                     _ => worker.step(config, imp, name),
-                };
-                if last_side != Some(side) {
-                    if last_side.is_some() {
-                        std::thread::sleep(SETTLE);
-                    }
-                    step()?;
-                }
-                last_side = Some(side);
-                let (secs, loss) = step()?;
+                })?;
                 if round > 0 {
                     results.step(config, t, imp, name, secs, loss);
                 }
@@ -524,6 +503,31 @@ fn step_section(
         }
     }
     Ok(())
+}
+
+/// One timed run of an interleaved round, on the Rust side or the Python
+/// worker's. The process that ran last keeps its intra-op threads spinning
+/// for a while after its step; with as many threads as cores, the first
+/// steps of the other process would share the cores with them
+/// (docs/performance.md, section 6), so each switch of side pauses to let
+/// them park. That process has also filled the caches with its own memory,
+/// so the first run after a switch runs cold; in a cyclic order the same
+/// variant would always pay for it (remat's `none`, after the Python
+/// `save_mlp`), so that run is made once untimed first, as is a round's
+/// first (the round before may have ended on either side).
+pub(crate) fn timed_on_side<T>(
+    last_side: &mut Option<bool>,
+    side: bool,
+    mut run: impl FnMut() -> Result<T, String>,
+) -> Result<T, String> {
+    if *last_side != Some(side) {
+        if last_side.is_some() {
+            std::thread::sleep(SETTLE);
+        }
+        run()?;
+    }
+    *last_side = Some(side);
+    run()
 }
 
 /// Section 3: the per-region chain, both sides alternating run by run.

@@ -10,6 +10,7 @@
 use crate::python::Worker;
 use crate::rust_side::{policy_name, step};
 use crate::stats::{ratios, summary, Summary};
+use crate::timed_on_side;
 use remat::diagnostics::dry_ops;
 use remat::{checkpoint, Checkpoint};
 use remat_reference::model::{ModelPolicy, Setup, MEDIUM};
@@ -93,25 +94,15 @@ fn steps(
         order.rotate_left(round % n);
         let mut last_side = None;
         for v in order {
-            let side = !matches!(v, Variant::Torch(_));
-            let mut run = || -> Result<f64, String> {
-                match v {
-                    Variant::None => Ok(step(setup, ModelPolicy::None).0),
-                    Variant::Remat(p, on) => {
-                        Checkpoint::set_default_early_stop(on);
-                        Ok(step(setup, p).0)
-                    }
-                    Variant::Torch(p) => Ok(worker.step("medium", "torch", policy_name(p))?.0),
+            let rust = !matches!(v, Variant::Torch(_));
+            let secs = timed_on_side(&mut last_side, rust, || match v {
+                Variant::None => Ok(step(setup, ModelPolicy::None).0),
+                Variant::Remat(p, on) => {
+                    Checkpoint::set_default_early_stop(on);
+                    Ok(step(setup, p).0)
                 }
-            };
-            if last_side != Some(side) {
-                if last_side.is_some() {
-                    std::thread::sleep(crate::SETTLE);
-                }
-                run()?;
-            }
-            last_side = Some(side);
-            let secs = run()?;
+                Variant::Torch(p) => Ok(worker.step("medium", "torch", policy_name(p))?.0),
+            })?;
             if round > 0 {
                 let slot = times.iter_mut().find(|(w, _)| *w == v).expect("a variant");
                 slot.1.push(secs);

@@ -196,35 +196,46 @@ c10::IValue meta_argument(const c10::IValue& v,
   return v;
 }
 
-at::Tensor placeholder_of(const at::Tensor& meta, c10::Device device,
+// A placeholder of `like`'s layout on `device`, saying what a dry
+// placeholder says; `like` may be a meta tensor.
+at::Tensor placeholder_of(const at::Tensor& like, c10::Device device,
                           bool requires_grad) {
-  if (!meta.defined()) {
-    return meta;
+  if (!like.defined() || !like.has_storage()) {
+    return like;
   }
   at::Tensor out = remat_bridge::make_placeholder(
-      meta.sizes(), meta.strides(), meta.storage_offset(), meta.scalar_type(),
-      device, static_cast<int64_t>(meta.storage().nbytes()),
+      like.sizes(), like.strides(), like.storage_offset(), like.scalar_type(),
+      device, static_cast<int64_t>(like.storage().nbytes()),
       t_stop.read_message);
-  if (requires_grad && (at::isFloatingType(meta.scalar_type()) ||
-                        at::isComplexType(meta.scalar_type()))) {
+  if (requires_grad && (at::isFloatingType(like.scalar_type()) ||
+                        at::isComplexType(like.scalar_type()))) {
     out.set_requires_grad(true);
   }
   return out;
 }
 
-c10::IValue placeholder_result(const c10::IValue& v, c10::Device device,
-                               bool requires_grad) {
+// `v` with each tensor it holds (alone or in a list) replaced by `f`'s.
+template <typename F>
+c10::IValue map_tensors(const c10::IValue& v, F f) {
   if (v.isTensor()) {
-    return placeholder_of(v.toTensor(), device, requires_grad);
+    return f(v.toTensor());
   }
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
     for (const at::Tensor& t : v.toTensorList()) {
-      out.push_back(placeholder_of(t, device, requires_grad));
+      out.push_back(f(t));
     }
     return out;
   }
   return v;
+}
+
+// A result of a dry op: placeholders of the meta results' layouts.
+c10::IValue placeholder_result(const c10::IValue& v, c10::Device device,
+                               bool requires_grad) {
+  return map_tensors(v, [&](const at::Tensor& meta) {
+    return placeholder_of(meta, device, requires_grad);
+  });
 }
 
 bool any_requires_grad(const std::vector<c10::IValue>& args) {
@@ -324,33 +335,12 @@ void run_dry(const c10::OperatorHandle& op, c10::DispatchKeySet after,
   }
 }
 
-// A placeholder of `t`'s layout, saying what a dry placeholder says.
+// A placeholder of `t` itself: its layout, device and `requires_grad`.
 at::Tensor dry_copy(const at::Tensor& t) {
-  if (!t.defined() || !t.has_storage()) {
-    return t;
-  }
-  at::Tensor dry = remat_bridge::make_placeholder(
-      t.sizes(), t.strides(), t.storage_offset(), t.scalar_type(), t.device(),
-      static_cast<int64_t>(t.storage().nbytes()), t_stop.read_message);
-  if (t.requires_grad()) {
-    dry.set_requires_grad(true);
-  }
-  return dry;
+  return t.defined() ? placeholder_of(t, t.device(), t.requires_grad()) : t;
 }
 
-c10::IValue dry_copy_of(const c10::IValue& v) {
-  if (v.isTensor()) {
-    return dry_copy(v.toTensor());
-  }
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) {
-      out.push_back(dry_copy(t));
-    }
-    return out;
-  }
-  return v;
-}
+c10::IValue dry_copy_of(const c10::IValue& v) { return map_tensors(v, dry_copy); }
 
 // Whether autocast recasts the op's arguments on this thread: then the dry
 // op goes through autocast's kernel, whose casts and inner call come back

@@ -30,11 +30,8 @@ impl StopArmed {
     /// stop says, `no_meta` what an op without a meta kernel says (`{op}`
     /// is its name); `active`: ops pass through the fallback from now on,
     /// else from [`stop_activate`]. `None` when the stop is not
-    /// available.
+    /// available (the bridge then arms nothing).
     pub(crate) fn arm(read: &str, no_meta: &str, active: bool) -> Option<StopArmed> {
-        if !stop_available() {
-            return None;
-        }
         // SAFETY: both strings are borrowed for the call only (C++ copies
         // them); the returned state is owned here until `Drop`.
         let previous = unsafe {

@@ -188,7 +188,6 @@ impl Checkpoint {
     ///
     /// ```
     /// use remat_runtime::checkpoint;
-    /// use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     /// use std::sync::Arc;
     ///
     /// let x = tch::Tensor::ones([3], tch::kind::FLOAT_CPU).set_requires_grad(true);
@@ -202,8 +201,8 @@ impl Checkpoint {
     ///         y
     ///     });
     ///     y.sum(tch::Kind::Float).backward();
-    ///     let last = tail.lock().unwrap().take();
-    ///     last
+    ///     let seen = tail.lock().unwrap().take();
+    ///     seen
     /// };
     /// assert_eq!(run(true), Some(false)); // the replay computed nothing after `sin`
     /// assert_eq!(run(false), Some(true)); // the replay ran the whole closure

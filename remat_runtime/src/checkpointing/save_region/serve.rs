@@ -106,15 +106,7 @@ fn dry_outputs<O: RegionOutput>(state: &CheckpointState, record: &SaveRecord) ->
     let mut parts = Vec::with_capacity(inner.outputs().len());
     for (i, out) in inner.outputs().iter().enumerate() {
         parts.push(match out.spec() {
-            Some(spec) => {
-                let spec = PlaceholderSpec::from_meta(&spec.meta).ok_or_else(|| {
-                    record.error(format!(
-                        "output {i} has an element type tch cannot name, so no placeholder \
-                         can stand in for it"
-                    ))
-                })?;
-                Some(placeholder(&spec, &message)?)
-            }
+            Some(spec) => Some(placeholder_for(record, i, &spec.meta, &message)?),
             None => None,
         });
     }
@@ -204,14 +196,9 @@ fn served(
             .map_err(|m| record.error(format!("unpacking output {i}: {m}")))?,
         Some(Slot::Failed(m)) => return Err(record.error(format!("unpacking output {i}: {m}"))),
         None => {
-            // docs/semantics.md, rule P4 (E13, E28): nobody asked, so a placeholder.
-            let spec = PlaceholderSpec::from_meta(&spec).ok_or_else(|| {
-                record.error(format!(
-                    "output {i} has an element type tch cannot name, so no placeholder \
-                     can stand in for it"
-                ))
-            })?;
-            placeholder(&spec, &placeholder_message(record, i, n_outputs, strict))?
+            // docs/semantics.md, rule P4 (E13): nobody asked, so a placeholder.
+            let message = placeholder_message(record, i, n_outputs, strict);
+            placeholder_for(record, i, &spec, &message)?
         }
     };
     if requires_grad {
@@ -219,6 +206,23 @@ fn served(
     } else {
         Ok(value)
     }
+}
+
+/// A placeholder of output `i`'s metadata saying `message` (rule P4; E28
+/// when tch cannot name its element type).
+fn placeholder_for(
+    record: &SaveRecord,
+    i: usize,
+    meta: &TensorMeta,
+    message: &str,
+) -> Result<Tensor> {
+    let spec = PlaceholderSpec::from_meta(meta).ok_or_else(|| {
+        record.error(format!(
+            "output {i} has an element type tch cannot name, so no placeholder can stand \
+             in for it"
+        ))
+    })?;
+    placeholder(&spec, message)
 }
 
 /// Pins what was served and notes it on the path, so that asks from here
