@@ -508,6 +508,62 @@ remat_err remat_placeholder_new(const int64_t* sizes, const int64_t* strides,
   });
 }
 
+namespace {
+
+// A tensor without autograd history over `storage`, with the given layout
+// and dtype, sharing `version` with every other view of the storage: an
+// in-place change through any of them shows (rules S2, P2).
+at::Tensor alias_over(const c10::Storage& storage,
+                      const c10::VariableVersion& version,
+                      const int64_t* sizes, const int64_t* strides, size_t ndim,
+                      int64_t storage_offset, int scalar_type) {
+  auto st = static_cast<c10::ScalarType>(scalar_type);
+  auto key = c10::computeDispatchKey(st, c10::kStrided, storage.device());
+  auto t = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(storage), c10::DispatchKeySet(key),
+      c10::scalarTypeToTypeMeta(st));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(
+      c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
+      storage_offset);
+  torch::autograd::impl::set_version_counter(t, version);
+  return t;
+}
+
+// A value kept for replay as its storage and version counter: two counted
+// references in one small allocation, where a detached alias is a whole
+// TensorImpl made on the forward and destroyed after backward. The alias
+// is made only when a replay serves it, from the output's recorded layout.
+struct KeptValue {
+  c10::Storage storage;
+  c10::VariableVersion version;
+};
+
+// Whether `alias_over` gives back exactly `t` (without its history): a
+// dense strided tensor whose dispatch keys are its backend's and autograd's
+// only (no conjugate or negative bit, no wrapper, not an inference tensor,
+// not a placeholder). Anything else is kept as a detached alias.
+bool rebuilt_from_storage(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage() || t.layout() != c10::kStrided ||
+      t.is_inference() || remat_bridge::is_placeholder(t)) {
+    return false;
+  }
+  // Every tensor's keys include its backend's autograd and autocast keys,
+  // which a new TensorImpl adds itself.
+  c10::DispatchKeySet own(
+      c10::computeDispatchKey(t.scalar_type(), c10::kStrided, t.device()));
+  auto rest = t.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
+              c10::getAutocastRelatedKeySetFromBackend(own.highestBackendKey());
+  return rest == own;
+}
+
+KeptValue* keep_value(const at::Tensor& t, uint32_t* version) {
+  const auto& counter = torch::autograd::impl::version_counter(t);
+  *version = counter.current_version();
+  return new KeptValue{t.storage(), counter};
+}
+
+}  // namespace
+
 remat_err remat_alias_with_layout(const remat_tensor* of, const int64_t* sizes,
                                   const int64_t* strides, size_t ndim,
                                   int64_t storage_offset, int scalar_type,
@@ -515,21 +571,13 @@ remat_err remat_alias_with_layout(const remat_tensor* of, const int64_t* sizes,
   return guard([&] {
     TORCH_CHECK(of->defined() && of->has_storage(),
                 "an alias needs a tensor with a storage");
-    auto st = static_cast<c10::ScalarType>(scalar_type);
-    auto key = c10::computeDispatchKey(st, c10::kStrided, of->device());
-    auto t = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(of->storage()), c10::DispatchKeySet(key),
-        c10::scalarTypeToTypeMeta(st));
-    t.unsafeGetTensorImpl()->set_sizes_and_strides(
-        c10::IntArrayRef(sizes, ndim), c10::IntArrayRef(strides, ndim),
-        storage_offset);
-    // The same counter as every view of the storage: an in-place change
-    // through any of them shows (rules S2, P2).
-    torch::autograd::impl::set_version_counter(
-        t, torch::autograd::impl::version_counter(*of));
-    *out = new at::Tensor(std::move(t));
+    *out = new at::Tensor(alias_over(of->storage(),
+                                     torch::autograd::impl::version_counter(*of),
+                                     sizes, strides, ndim, storage_offset,
+                                     scalar_type));
   });
 }
+
 
 int remat_is_placeholder(const remat_tensor* t) {
   return t != nullptr && remat_bridge::is_placeholder(*t);
@@ -639,6 +687,59 @@ remat_tensor* remat_tensor_weak_upgrade(const void* weak) {
 void remat_tensor_weak_free(void* weak) {
   WeakTensorImpl::reclaim(static_cast<c10::TensorImpl*>(weak));
 }
+
+remat_err remat_kept_new(const remat_tensor* t, void** out, uint32_t* version) {
+  *out = nullptr;
+  return guard([&] {
+    if (rebuilt_from_storage(*t)) {
+      *out = keep_value(*t, version);
+    }
+  });
+}
+
+remat_err remat_kept_from_weak(const void* weak, void** out, uint32_t* version,
+                               remat_tensor** live) {
+  *out = nullptr;
+  *live = nullptr;
+  return guard([&] {
+    auto w = WeakTensorImpl::reclaim(
+        static_cast<c10::TensorImpl*>(const_cast<void*>(weak)));
+    auto strong = w.lock();
+    w.release();
+    if (!strong) {
+      return;
+    }
+    at::Tensor t(std::move(strong));
+    if (rebuilt_from_storage(t)) {
+      *out = keep_value(t, version);
+    } else {
+      *live = new at::Tensor(std::move(t));
+    }
+  });
+}
+
+remat_err remat_kept_clone(const void* kept, void** out) {
+  *out = nullptr;
+  return guard([&] { *out = new KeptValue(*static_cast<const KeptValue*>(kept)); });
+}
+
+uint32_t remat_kept_version(const void* kept) {
+  return static_cast<const KeptValue*>(kept)->version.current_version();
+}
+
+remat_err remat_kept_tensor(const void* kept, const int64_t* sizes,
+                            const int64_t* strides, size_t ndim,
+                            int64_t storage_offset, int scalar_type,
+                            remat_tensor** out) {
+  *out = nullptr;
+  return guard([&] {
+    const auto* k = static_cast<const KeptValue*>(kept);
+    *out = new at::Tensor(alias_over(k->storage, k->version, sizes, strides,
+                                     ndim, storage_offset, scalar_type));
+  });
+}
+
+void remat_kept_free(void* kept) { delete static_cast<KeptValue*>(kept); }
 
 remat_err remat_version(const remat_tensor* t, uint32_t* out) {
   return guard([&] {

@@ -153,6 +153,21 @@ void remat_storage_weak_free(void* weak);
 void* remat_tensor_weak_new(const remat_tensor* t);
 remat_tensor* remat_tensor_weak_upgrade(const void* weak);
 void remat_tensor_weak_free(void* weak);
+// A value kept for replay as its storage and version counter (no tensor of
+// its own): made from a dense strided tensor only (`out` null otherwise);
+// from a weak tensor, `live` gets the tensor instead when it is alive but
+// not of that kind. `version` is the counter's value when kept.
+remat_err remat_kept_new(const remat_tensor* t, void** out, uint32_t* version);
+remat_err remat_kept_from_weak(const void* weak, void** out, uint32_t* version,
+                               remat_tensor** live);
+remat_err remat_kept_clone(const void* kept, void** out);
+uint32_t remat_kept_version(const void* kept);
+// The kept value as a tensor without history, with the given layout.
+remat_err remat_kept_tensor(const void* kept, const int64_t* sizes,
+                            const int64_t* strides, size_t ndim,
+                            int64_t storage_offset, int scalar_type,
+                            remat_tensor** out);
+void remat_kept_free(void* kept);
 // A tensor's version counter, shared (views share it), without its data:
 // what an offloaded save checks in backward (docs/semantics.md, rule O3).
 remat_err remat_version_counter_new(const remat_tensor* t, void** out);

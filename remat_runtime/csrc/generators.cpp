@@ -80,6 +80,37 @@ at::Generator cuda_generator(int device) {
       c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
 }
 
+// The CPU engine's state, read in place. `CPUGeneratorImpl::engine()` and
+// `mt19937::data()` each return a 2.5 KB copy: comparing through them cost
+// two copies per comparison, and a checkpoint compares at every `Save`
+// region's exit (rule C14), the largest part of a region's cost on the
+// forward. Neither class offers a reference, so the two private members are
+// named through an explicit instantiation, where C++ does not check access
+// ([temp.spec.general]/6): the compiler still checks their types, so a
+// libtorch whose members change name or type fails to build here instead of
+// reading the wrong bytes.
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+
+struct EngineOfGenerator {
+  using type = at::mt19937 at::CPUGeneratorImpl::*;
+  friend type member(EngineOfGenerator);
+};
+template struct Expose<EngineOfGenerator, &at::CPUGeneratorImpl::engine_>;
+
+struct DataOfEngine {
+  using type = at::mt19937_data_pod at::mt19937::*;
+  friend type member(DataOfEngine);
+};
+template struct Expose<DataOfEngine, &at::mt19937::data_>;
+
+// The caller holds the generator's mutex.
+const at::mt19937_data_pod& engine_state(const at::CPUGeneratorImpl& cpu) {
+  return (cpu.*member(EngineOfGenerator{})).*member(DataOfEngine{});
+}
+
 bool same_engine(const at::mt19937_data_pod& x, const at::mt19937_data_pod& y) {
   // Field by field: the struct has padding, whose bytes are not state.
   return x.seed_ == y.seed_ && x.left_ == y.left_ && x.seeded_ == y.seeded_ &&
@@ -94,10 +125,9 @@ remat_err remat_generators_take(void** out) {
   return guard([&] {
     auto snapshot = fresh();
     {
-      at::Generator gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      auto* cpu = gen.get<at::CPUGeneratorImpl>();
-      snapshot->engine = cpu->engine().data();
+      auto* cpu = at::detail::getDefaultCPUGenerator().get<at::CPUGeneratorImpl>();
+      std::lock_guard<std::mutex> lock(cpu->mutex_);
+      snapshot->engine = engine_state(*cpu);
       snapshot->next_float = cpu->next_float_normal_sample();
       snapshot->next_double = cpu->next_double_normal_sample();
     }
@@ -117,12 +147,12 @@ remat_err remat_generators_is_current(const void* snapshot, int* out) {
     const auto* s = static_cast<const Snapshot*>(snapshot);
     bool same = true;
     {
-      at::Generator gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      auto* cpu = gen.get<at::CPUGeneratorImpl>();
-      same = cpu->next_float_normal_sample() == s->next_float &&
-             cpu->next_double_normal_sample() == s->next_double &&
-             same_engine(cpu->engine().data(), s->engine);
+      auto* cpu = at::detail::getDefaultCPUGenerator().get<at::CPUGeneratorImpl>();
+      std::lock_guard<std::mutex> lock(cpu->mutex_);
+      // The engine first: the cheap fields of its state differ after any draw.
+      same = same_engine(engine_state(*cpu), s->engine) &&
+             cpu->next_float_normal_sample() == s->next_float &&
+             cpu->next_double_normal_sample() == s->next_double;
     }
     for (size_t i = 0; same && i < s->cuda.size(); ++i) {
       at::Generator gen = cuda_generator(static_cast<int>(i));

@@ -140,6 +140,29 @@ unsafe extern "C" {
     pub(super) fn remat_tensor_weak_new(t: *const C_tensor) -> *mut c_void;
     pub(super) fn remat_tensor_weak_upgrade(weak: *const c_void) -> *mut C_tensor;
     pub(super) fn remat_tensor_weak_free(weak: *mut c_void);
+    pub(super) fn remat_kept_new(
+        t: *const C_tensor,
+        out: *mut *mut c_void,
+        version: *mut u32,
+    ) -> RematErr;
+    pub(super) fn remat_kept_from_weak(
+        weak: *const c_void,
+        out: *mut *mut c_void,
+        version: *mut u32,
+        live: *mut *mut C_tensor,
+    ) -> RematErr;
+    pub(super) fn remat_kept_clone(kept: *const c_void, out: *mut *mut c_void) -> RematErr;
+    pub(super) fn remat_kept_version(kept: *const c_void) -> u32;
+    pub(super) fn remat_kept_tensor(
+        kept: *const c_void,
+        sizes: *const i64,
+        strides: *const i64,
+        ndim: usize,
+        storage_offset: i64,
+        scalar_type: c_int,
+        out: *mut *mut C_tensor,
+    ) -> RematErr;
+    pub(super) fn remat_kept_free(kept: *mut c_void);
     pub(super) fn remat_version(t: *const C_tensor, out: *mut u32) -> RematErr;
     pub(super) fn remat_version_counter_new(t: *const C_tensor, out: *mut *mut c_void) -> RematErr;
     pub(super) fn remat_version_counter_get(counter: *const c_void) -> u32;

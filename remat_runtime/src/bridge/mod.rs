@@ -16,6 +16,7 @@ mod dry_tail;
 mod ffi;
 mod heap;
 mod hook_stack;
+mod kept;
 mod kind_code;
 mod memory_trace;
 mod meta;
@@ -49,6 +50,7 @@ pub use heap::{backward_heap_peak, heap_bytes_in_use};
 pub(crate) use hook_stack::{
     hooks_depth, pop_hooks, push_hooks, HookPair, NodeId, Payload, SaveSite,
 };
+pub(crate) use kept::{FromWeak, KeptStorage};
 pub(crate) use kind_code::kind_of_code;
 pub(crate) use memory_trace::{bytes_in_use, sequence_number, traced_backward};
 pub(crate) use meta::{is_grad_leaf, Dims, TensorMeta};

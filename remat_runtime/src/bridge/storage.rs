@@ -243,6 +243,14 @@ impl WeakTensor {
     }
 }
 
+impl WeakTensor {
+    /// The weak handle itself, for a bridge call that upgrades it (`None`
+    /// for the undefined tensor's).
+    pub(super) fn raw(&self) -> Option<*const c_void> {
+        (!self.0.is_null()).then_some(self.0 as *const c_void)
+    }
+}
+
 impl Drop for WeakTensor {
     fn drop(&mut self) {
         if !self.0.is_null() {

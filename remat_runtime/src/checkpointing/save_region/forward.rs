@@ -14,6 +14,7 @@
 use crate::bridge::{is_grad_leaf, HookPair, TensorMeta, WeakStorage};
 use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::frame;
+use crate::checkpointing::save_region::keep::Source;
 use crate::checkpointing::save_region::offload::OffloadStore;
 use crate::checkpointing::save_region::record::{Exit, Output, OutputSpec, SaveRecord};
 use crate::checkpointing::save_region::saved_input::InputInfo;
@@ -77,7 +78,7 @@ pub(crate) fn forward<I: RegionInput, O: RegionOutput>(
     }
     for i in eager {
         if let Some(t) = &parts[i] {
-            record.keep(i, t, true, false)?;
+            record.keep(i, Source::Output(t.shallow_clone()), false)?;
         }
     }
     crate::parts::from_parts(parts)

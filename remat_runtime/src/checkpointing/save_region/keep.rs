@@ -6,7 +6,7 @@
 //! freed after the forward) and pin their storage's address, so a key never
 //! names another storage while the entry exists.
 
-use crate::bridge::{alias_with_layout, detached_alias, tensor_version};
+use crate::bridge::{alias_with_layout, detached_alias, tensor_version, FromWeak, KeptStorage};
 use crate::bridge::{storage_key, StorageKey, WeakStorage, WeakTensor};
 use crate::checkpointing::path::{Asker, At, Path, Step};
 use crate::checkpointing::save_region::record::{SaveRecord, Slot};
@@ -86,23 +86,42 @@ impl OutputIndex {
         storage_key(t).is_some_and(|k| self.map.contains_key(&k))
     }
 
-    /// Calls `f` with each output registered under `t`'s storage: the
-    /// output itself while a handle to it lives (`true`), else `t`, a view
-    /// on its storage it is rebuilt from (`false`).
-    fn lookup(&self, t: &Tensor, f: &mut impl FnMut(&Arc<SaveRecord>, usize, Tensor, bool)) {
+    /// Calls `f` with each output registered under `t`'s storage and what
+    /// to keep it from: the output while a handle to it lives (as its
+    /// storage and counter where it can be rebuilt from them), else `t`, a
+    /// view on its storage.
+    fn lookup(
+        &self,
+        t: &Tensor,
+        f: &mut impl FnMut(&Arc<SaveRecord>, usize, Source),
+    ) -> Result<()> {
         let Some(entries) = storage_key(t).and_then(|k| self.map.get(&k)) else {
-            return;
+            return Ok(());
         };
         for e in std::iter::once(&entries.first).chain(&entries.more) {
-            // docs/semantics.md, rule K9: asked through a view whose output
-            // is gone (a `detach()` of it), the output comes back from the
-            // view's storage and its recorded layout.
-            match e.output.upgrade() {
-                Some(output) => f(&e.record, e.slot, output, true),
-                None => f(&e.record, e.slot, t.shallow_clone(), false),
-            }
+            let source = match KeptStorage::of_weak(&e.output)? {
+                FromWeak::Kept(value, version) => Source::Stored(value, version),
+                FromWeak::Live(output) => Source::Output(output),
+                // docs/semantics.md, rule K9: asked through a view whose
+                // output is gone (a `detach()` of it), the output comes back
+                // from the view's storage and its recorded layout.
+                FromWeak::Gone => Source::View(t.shallow_clone()),
+            };
+            f(&e.record, e.slot, source);
         }
+        Ok(())
     }
+}
+
+/// What an output is kept from.
+pub(crate) enum Source {
+    /// The output itself.
+    Output(Tensor),
+    /// The output's storage and counter, taken while it was alive, and its
+    /// version then.
+    Stored(KeptStorage, u32),
+    /// A tensor on the output's storage, the output being gone (rule K9).
+    View(Tensor),
 }
 
 /// Asks the producers of the tensors in `inputs` (those that are `Save`
@@ -123,40 +142,37 @@ pub(crate) fn ask_producers(
             return Ok(());
         }
         // The first found inline: one input found once is the common case.
-        let (mut first, mut more) = (None, Vec::new());
+        let (mut first, mut more, mut failed) = (None, Vec::new(), Ok(()));
         inputs.visit(&mut |t| {
             // docs/semantics.md, rules K2, K4 and K6: any tensor on a Save output's
             // storage (the output or a view of it) asks for the whole output.
-            index.lookup(t, &mut |record, slot, source, is_output| {
-                let found = (record.clone(), slot, source, is_output);
+            let looked = index.lookup(t, &mut |record, slot, source| {
+                let found = (record.clone(), slot, source);
                 if first.is_none() {
                     first = Some(found);
                 } else {
                     more.push(found);
                 }
-            })
+            });
+            if failed.is_ok() {
+                failed = looked;
+            }
         });
+        failed?;
         first.into_iter().chain(more)
     };
     // Keeping may run the user's pack hook: not under the state's lock.
-    for (record, slot, source, is_output) in found {
-        record.keep(slot, &source, is_output, true)?;
+    for (record, slot, source) in found {
+        record.keep(slot, source, true)?;
         lock(path).record(Step::ask(record, slot, by.clone(), at));
     }
     Ok(())
 }
 
 impl SaveRecord {
-    /// Keeps output `slot` for replay (idempotent); `asked` says that a
-    /// consumer asked for it. `source` is the output itself (`is_output`),
-    /// or a tensor on its storage from which it is rebuilt.
-    pub(crate) fn keep(
-        &self,
-        slot: usize,
-        source: &Tensor,
-        is_output: bool,
-        asked: bool,
-    ) -> Result<()> {
+    /// Keeps output `slot` for replay from `source` (idempotent); `asked`
+    /// says that a consumer asked for it.
+    pub(crate) fn keep(&self, slot: usize, source: Source, asked: bool) -> Result<()> {
         let mut inner = self.inner();
         let Some(out) = inner.outputs_mut().get_mut(slot) else {
             return Ok(());
@@ -166,17 +182,37 @@ impl SaveRecord {
         if !out.ask(asked) {
             return Ok(());
         }
-        let value = match (out.spec(), is_output) {
-            (_, true) => detached_alias(source)?,
+        let has_spec = out.spec().is_some();
+        let (hooks, context) = inner.output_pair();
+        // docs/semantics.md, rule K7: without hooks or a target, an output
+        // is kept as its storage and counter where it can be rebuilt from
+        // them: no tensor of its own until a replay serves it.
+        let plain = hooks.is_none() && self.offload.is_none();
+        let stored = match source {
+            Source::Stored(value, version) if plain => Ok((value, version)),
+            Source::Output(t) if plain => KeptStorage::of(&t)?.ok_or(Source::Output(t)),
+            Source::View(t) if plain && has_spec => KeptStorage::of(&t)?.ok_or(Source::View(t)),
+            other => Err(other),
+        };
+        let source = match stored {
+            Ok((value, version)) => {
+                inner.outputs_mut()[slot].keep(Slot::Stored { value, version });
+                return Ok(());
+            }
+            Err(source) => source,
+        };
+        let meta = inner.outputs()[slot].spec().map(|s| &s.meta);
+        let value = match (source, meta) {
+            (Source::Output(output), _) => detached_alias(&output)?,
+            (Source::Stored(value, _), Some(meta)) => value.tensor(meta)?,
             // docs/semantics.md, rule K9: the output's layout over the view's
             // storage, with the view's (the storage's) version counter.
-            (Some(spec), false) => alias_with_layout(source, &spec.meta)?,
-            (None, false) => return Ok(()),
+            (Source::View(view), Some(meta)) => alias_with_layout(&view, meta)?,
+            (Source::Stored(..) | Source::View(_), None) => return Ok(()),
         };
         // docs/semantics.md, rules K7 and O1: packed by the pair in effect at
         // region entry with kind SaveOutput (S6 before offload), copied to an
         // `Offload` region's target, or a detached alias with its version.
-        let (hooks, context) = inner.output_pair();
         let kept = match (hooks, &self.offload) {
             (Some(hooks), _) => {
                 let payload = hooks

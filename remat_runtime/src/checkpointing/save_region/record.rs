@@ -8,7 +8,9 @@
 //! on replay. Kept values are detached aliases: a record never holds a
 //! `grad_fn`, so it cannot keep its graph alive.
 
-use crate::bridge::{Dims, GeneratorsSnapshot, Payload, StorageKey, TensorMeta, WeakStorage};
+use crate::bridge::{
+    Dims, GeneratorsSnapshot, KeptStorage, Payload, StorageKey, TensorMeta, WeakStorage,
+};
 use crate::checkpointing::save_region::offload::{OffloadStore, Offloaded};
 use crate::checkpointing::save_region::saved_input::{InputInfo, ViewSpec};
 use crate::checkpointing::tensor_hooks::TensorHooks;
@@ -183,6 +185,13 @@ impl Output {
                 value: value.shallow_clone(),
                 version: *version,
             },
+            Slot::Stored { value, version } => match value.try_clone() {
+                Ok(value) => Slot::Stored {
+                    value,
+                    version: *version,
+                },
+                Err(e) => Slot::Failed(e.to_string()),
+            },
             Slot::Packed { hooks, payload } => match hooks.unpack(&**payload) {
                 Ok(value) => Slot::Resident {
                     version: crate::bridge::tensor_version(&value).unwrap_or(0),
@@ -213,6 +222,10 @@ pub(crate) struct OutputSpec {
 pub(crate) enum Slot {
     /// A detached alias and its version when kept.
     Resident { value: Tensor, version: u32 },
+    /// The storage and version counter of an output that is rebuilt from
+    /// them and its recorded layout when served (what most outputs are
+    /// kept as: no tensor of its own until then), and its version when kept.
+    Stored { value: KeptStorage, version: u32 },
     /// Packed by the user's saved-tensor hooks (offloaded).
     Packed {
         hooks: TensorHooks,

@@ -20,7 +20,7 @@ use crate::checkpointing::checkpoint_state::CheckpointState;
 use crate::checkpointing::early_stop;
 use crate::checkpointing::save_region::record::{Exit, RecordInner, SaveRecord, Slot};
 use crate::checkpointing::save_region::saved_input::rebuild;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hooks::state_hooks::restore_all;
 use crate::io::{input_tensors, RegionInput, RegionOutput};
 use crate::sync::lock;
@@ -175,10 +175,7 @@ fn served(
             let now = tensor_version(&value)?;
             // docs/semantics.md, rule P2 (E12).
             if now != version {
-                return Err(record.error(format!(
-                    "output {i} was modified in place after it was kept for replay; \
-                     clone it before modifying it"
-                )));
+                return Err(modified_in_place(record, i));
             }
             if requires_grad {
                 // docs/semantics.md, rule P2: the forward's `requires_grad`, as a non-leaf.
@@ -186,6 +183,14 @@ fn served(
                 return served_value(&value);
             }
             detached_alias(&value)?
+        }
+        Some(Slot::Stored { value, version }) => {
+            // docs/semantics.md, rule P2 (E12).
+            if value.version() != version {
+                return Err(modified_in_place(record, i));
+            }
+            // A fresh tensor over the kept storage, with the output's layout.
+            value.tensor(&spec)?
         }
         // docs/semantics.md, rules O1 and O3 (E12): back from the target.
         Some(Slot::Offloaded(o)) => o
@@ -206,6 +211,14 @@ fn served(
     } else {
         Ok(value)
     }
+}
+
+/// E12: output `i` changed after it was kept.
+fn modified_in_place(record: &SaveRecord, i: usize) -> Error {
+    record.error(format!(
+        "output {i} was modified in place after it was kept for replay; clone it before \
+         modifying it"
+    ))
 }
 
 /// A placeholder of output `i`'s metadata saying `message` (rule P4; E28

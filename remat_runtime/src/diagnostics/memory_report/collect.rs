@@ -169,9 +169,15 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
         }
     }
     let mut hook_packed = inner.offloaded();
-    for (i, slot) in inner.outputs().iter().map(|o| o.slot()).enumerate() {
-        match slot {
-            Some(Slot::Resident { value, .. }) => {
+    for (i, out) in inner.outputs().iter().enumerate() {
+        // A value kept as its storage is reported as the tensor a replay
+        // would serve.
+        let stored = match (out.slot(), out.spec()) {
+            (Some(Slot::Stored { value, .. }), Some(spec)) => value.tensor(&spec.meta).ok(),
+            _ => None,
+        };
+        match (out.slot(), &stored) {
+            (_, Some(value)) | (Some(Slot::Resident { value, .. }), None) => {
                 if let Some(key) = storage_key(value) {
                     values.push(Value {
                         key,
@@ -183,9 +189,9 @@ pub(crate) fn region_memory(record: &SaveRecord) -> RegionMemory {
                     });
                 }
             }
-            Some(Slot::Packed { .. }) => hook_packed += 1,
+            (Some(Slot::Packed { .. }), _) => hook_packed += 1,
             // Reported with the store's storages below.
-            Some(Slot::Offloaded(_)) | Some(Slot::Failed(_)) | None => {}
+            (Some(Slot::Offloaded(_) | Slot::Failed(_) | Slot::Stored { .. }) | None, _) => {}
         }
     }
     let storages = storage_rows(values);
