@@ -12,6 +12,7 @@ mod diagnostics;
 mod early_stop;
 mod freed;
 mod gradients;
+mod kept;
 mod memory;
 mod name_scope;
 mod offload;

@@ -130,7 +130,9 @@ fn input_infos<I: RegionInput>(state: &CheckpointState, inputs: &I) -> Vec<Input
     // Visited in place: no handle is cloned per input.
     let (mut infos, mut at) = (Vec::new(), 0);
     inputs.visit(&mut |t| {
-        infos.extend(InputInfo::new(at, t, index.contains(t)));
+        if let Some(info) = InputInfo::new(at, t, |key| index.contains_key(key)) {
+            infos.push(info);
+        }
         at += 1;
     });
     infos

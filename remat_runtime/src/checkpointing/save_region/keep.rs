@@ -82,8 +82,8 @@ impl OutputIndex {
         }
     }
 
-    pub(crate) fn contains(&self, t: &Tensor) -> bool {
-        storage_key(t).is_some_and(|k| self.map.contains_key(&k))
+    pub(crate) fn contains_key(&self, key: StorageKey) -> bool {
+        self.map.contains_key(&key)
     }
 
     /// Calls `f` with each output registered under `t`'s storage and what

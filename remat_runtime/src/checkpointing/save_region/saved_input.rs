@@ -20,7 +20,13 @@ pub(crate) struct InputInfo {
 }
 
 impl InputInfo {
-    pub(crate) fn new(index: usize, t: &Tensor, stub: bool) -> Option<Self> {
+    /// `is_output` says whether a storage holds a `Save` output (asked
+    /// with the key the metadata already holds).
+    pub(crate) fn new(
+        index: usize,
+        t: &Tensor,
+        is_output: impl FnOnce(StorageKey) -> bool,
+    ) -> Option<Self> {
         let meta = TensorMeta::of(t).ok()?;
         if meta.is_placeholder {
             return None;
@@ -29,8 +35,8 @@ impl InputInfo {
             index,
             storage: WeakStorage::new(t)?,
             version: meta.version?,
+            stub: meta.storage.is_some_and(is_output),
             meta,
-            stub,
         })
     }
 
