@@ -395,7 +395,7 @@ pub fn render(r: &Results, m: &Machine, command: &str, elapsed: f64) -> String {
          200 ops, against plain non-reentrant checkpointing. The section runs first in both \
          processes, before any model: after the medium model's steps the same chain costs about \
          0.2 µs more per region on the forward (section 6), an effect of the heap they leave \
-         behind. Target for remat: at most 0.8 µs forward and 1.0 µs forward+backward.\n",
+         behind. Target for remat: at most 0.5 µs forward and 0.6 µs forward+backward.\n",
         p.chain_reps, p.chain_rounds
     );
     let _ = writeln!(
