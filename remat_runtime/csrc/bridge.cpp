@@ -539,12 +539,13 @@ struct KeptValue {
 };
 
 // Whether `alias_over` gives back exactly `t` (without its history): a
-// dense strided tensor whose dispatch keys are its backend's and autograd's
-// only (no conjugate or negative bit, no wrapper, not an inference tensor,
-// not a placeholder). Anything else is kept as a detached alias.
+// dense strided tensor whose dispatch keys are its backend's, autograd's
+// and autocast's only (no conjugate or negative bit, no wrapper), not an
+// inference tensor, not quantized (its scale lives in a TensorImpl
+// subclass), not a placeholder. Anything else is kept as a detached alias.
 bool rebuilt_from_storage(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage() || t.layout() != c10::kStrided ||
-      t.is_inference() || remat_bridge::is_placeholder(t)) {
+      t.is_inference() || t.is_quantized() || remat_bridge::is_placeholder(t)) {
     return false;
   }
   // Every tensor's keys include its backend's autograd and autocast keys,

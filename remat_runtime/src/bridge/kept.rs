@@ -11,8 +11,9 @@
 //!
 //! Invariant: a [`KeptStorage`] is made only from a tensor that
 //! [`KeptStorage::tensor`] gives back exactly, with its recorded layout (a
-//! dense strided tensor whose dispatch keys are its backend's and
-//! autograd's only); anything else stays a detached alias.
+//! dense strided tensor whose dispatch keys are its backend's, autograd's
+//! and autocast's only, neither an inference tensor nor quantized);
+//! anything else stays a detached alias.
 
 use super::meta::TensorMeta;
 use super::storage::WeakTensor;
