@@ -33,11 +33,11 @@ fn checkpointed(make: fn(&Tensor) -> Tensor) -> (Tensor, Vec<(bool, Seen)>) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let seen_by = log.clone();
     let y = checkpoint("kept").call(&x, move |x| {
-        let out = region("make", Policy::Save).call_saved(&x, |x| make(&x));
+        let out = region("make", Policy::Save).call_saved(&x, make);
         let out = needs(out);
         let log = seen_by.clone();
         region("use", Policy::Recompute).call(&out, move |v| {
-            log.lock().unwrap().push((is_recomputing(), seen(&v)));
+            log.lock().unwrap().push((is_recomputing(), seen(v)));
             (v.to_kind(Kind::Float) * 3).sin()
         })
     });
